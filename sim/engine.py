@@ -1,0 +1,109 @@
+"""The runner: ``run(scenario, seed)`` builds one SimPy environment and runs it.
+
+Build order (Ciw-style): resolve peers → draw initial vectors → build the protocol and
+churn with their own generators → run the clock's process → summarize. Nothing global:
+everything a run touches hangs off :class:`Run`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import simpy
+
+import protocols
+from protocols.base import Context, State
+from sim.backend import namespace, to_numpy
+from sim.churn import build_round_churn
+from sim.peers import resolve_peers
+from sim.recorder import Recorder, statistics
+from sim.rejoin import Rejoin
+from sim.result import RunResult
+from sim.scenario.models import Scenario
+from sim.seeding import component_rng
+from sim.summary import summarize
+from sim.vectors import initial_vectors
+
+Progress = Callable[[float], None]
+
+
+class Run:
+    """Everything one run owns: environment, state, protocol, churn and recorder."""
+
+    def __init__(self, scenario: Scenario, seed: int) -> None:
+        self.scenario, self.seed = scenario, seed
+        n = scenario.peers.count
+        self.peers = resolve_peers(scenario.peers, component_rng(seed, "peers"))
+        self.xp = namespace(scenario.backend)
+        x0 = initial_vectors(scenario.vector, n, component_rng(seed, "init"))
+        self.state = State(x=self.xp.asarray(x0))
+        self.mean0 = self.xp.mean(self.xp.asarray(x0, dtype=self.xp.float64), axis=0)
+        itemsize = np.dtype(scenario.vector.dtype).itemsize
+        ctx = Context(n, scenario.vector.dim, itemsize, component_rng(seed, "protocol"))
+        self.protocol = protocols.get(scenario.protocol.name)(scenario.protocol, ctx)
+        self.protocol.init_state(self.state)
+        self.churn = build_round_churn(scenario.churn, n, component_rng(seed, "churn"))
+        self.rejoin = Rejoin(scenario, component_rng(seed, "rejoin"))
+        self.recorder = Recorder(seed, scenario.metrics.every)
+        self.env = simpy.Environment()
+        self.rounds, self.bytes_sent, self.messages = 0, 0.0, 0
+        self.var_history: list[tuple[int, float, float]] = []
+
+    def observe(self, present: np.ndarray, first: bool = False) -> bool:
+        """Measure the state now, record a row when due or final; True when the run ends."""
+        stats = statistics(self.protocol.estimate(self.state), present, self.mean0)
+        self.var_history.append((self.rounds, float(self.env.now), stats.var))
+        done = self._should_stop(stats.var)
+        if first or done or self.recorder.due(self.rounds):
+            traffic = (self.bytes_sent, self.messages)
+            self.recorder.record(self.rounds, float(self.env.now), stats, float(present.mean()), traffic)
+        return done
+
+    def rounds_process(self, progress: Progress | None) -> Any:
+        """The rounds clock: one round per unit of simulated time until a stop rule fires."""
+        max_rounds = self.scenario.stop.max_rounds
+        done = self.observe(np.ones(self.scenario.peers.count, dtype=bool), first=True)
+        while not done:
+            present = self.churn.present(self.rounds)
+            self.rejoin.apply(self.state, present)
+            stats = self.protocol.round(self.state, present, self.rounds)
+            self.bytes_sent += stats.bytes_sent
+            self.messages += stats.messages
+            self.rounds += 1
+            yield self.env.timeout(1)
+            done = self.observe(present)
+            if progress is not None and max_rounds:
+                progress(min(1.0, self.rounds / max_rounds))
+
+    def _should_stop(self, var: float) -> bool:
+        stop = self.scenario.stop
+        if stop.target_var and var < stop.target_var:
+            return True
+        if stop.max_rounds is not None and self.rounds >= stop.max_rounds:
+            return True
+        return stop.max_time is not None and self.env.now >= stop.max_time
+
+
+def run(scenario: Scenario, seed: int | None = None, progress: Progress | None = None) -> RunResult:
+    """Run ``scenario`` once with ``seed`` (default: the scenario's) and return the result."""
+    seed = scenario.seed if seed is None else int(seed)
+    started = time.perf_counter()
+    sim_run = Run(scenario, seed)
+    sim_run.env.process(sim_run.rounds_process(progress))
+    sim_run.env.run()
+    wall = time.perf_counter() - started
+    metrics = sim_run.recorder.frame()
+    summary = summarize(scenario, seed, sim_run.var_history, sim_run.rounds, metrics, wall)
+    return RunResult(
+        metrics=metrics,
+        summary=summary,
+        scenario=scenario.model_dump(mode="json"),
+        peers=sim_run.peers,
+        state=sim_run.state,
+    )
+
+
+__all__ = ["Run", "run", "to_numpy"]

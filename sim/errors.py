@@ -1,0 +1,40 @@
+"""The exceptions avsim raises; only the CLI turns them into one line and an exit code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AvsimError(Exception):
+    """Base class of every error avsim raises on purpose."""
+
+
+class ScenarioError(AvsimError):
+    """A scenario (or sweep, or override) value is wrong.
+
+    Parameters
+    ----------
+    key
+        Dotted key of the offending value, e.g. ``peers.upload``.
+    got
+        The value received (shown with ``repr``), or ``None`` when missing.
+    expected
+        What would have been accepted, in words.
+    """
+
+    def __init__(self, key: str, got: Any, expected: str) -> None:
+        self.key, self.got, self.expected = key, got, expected
+        super().__init__(f"{key or '<top>'}: expected {expected}, got {_show(got)}")
+
+
+class ResultExistsError(AvsimError):
+    """A result folder exists and ``force`` was not given."""
+
+
+class SimulationError(AvsimError):
+    """The simulation reached a state it cannot continue from (a bug or an impossible input)."""
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,21 @@
+"""The scenario format: models, loading, overrides and the JSON Schema."""
+
+from sim.scenario.loader import (
+    apply_overrides,
+    json_schema,
+    load_scenario,
+    parse_set_options,
+    read_yaml,
+    scenario_from_mapping,
+)
+from sim.scenario.models import Scenario
+
+__all__ = [
+    "Scenario",
+    "apply_overrides",
+    "json_schema",
+    "load_scenario",
+    "parse_set_options",
+    "read_yaml",
+    "scenario_from_mapping",
+]

@@ -1,0 +1,133 @@
+"""The scenario format: frozen pydantic models, one per YAML section.
+
+Unknown keys are errors; quantities are stored as SI floats; protocol parameters are a
+union discriminated by ``protocol.name`` whose members live in the protocol modules.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from protocols import params_union
+from sim.scenario.fields import Duration, PeerBandwidth, PeerDist, PeerDuration, PeerNumber, const
+
+
+class Section(BaseModel):
+    """Base of every scenario section: strict and frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PeerClass(Section):
+    """A class of peers: a fraction of the population whose values override the defaults."""
+
+    name: str | None = None
+    fraction: float = Field(gt=0, le=1)
+    upload: PeerBandwidth | None = None
+    download: PeerBandwidth | None = None
+    latency: PeerDuration | None = None
+    compute: PeerNumber | None = None
+    delay: PeerDuration | None = None
+    client: bool = False
+
+
+class Peers(Section):
+    """Per-peer capacities and behaviour (see network.md)."""
+
+    count: int = Field(default=64, ge=1)
+    upload: PeerBandwidth = const(100e6 / 8)
+    download: PeerBandwidth = const(100e6 / 8)
+    latency: PeerDuration = const(0.010)
+    compute: PeerNumber = const(1.0)
+    delay: PeerDuration = const(0.0)
+    classes: list[PeerClass] | None = None
+
+    @field_validator("classes")
+    @classmethod
+    def _fractions_sum_to_one(cls, classes: list[PeerClass] | None) -> list[PeerClass] | None:
+        if classes is not None:
+            total = sum(c.fraction for c in classes)
+            if not classes or abs(total - 1.0) > 1e-9:
+                raise ValueError(f"expected class fractions summing to 1, got a sum of {total:g}")
+        return classes
+
+
+class ChurnBase(Section):
+    rejoin: Literal["keep", "reset", "fetch"] = "keep"
+
+
+class NoChurn(ChurnBase):
+    """Everyone is always present."""
+
+    model: Literal["none"] = "none"
+
+
+class BernoulliChurn(ChurnBase):
+    """Each round each peer is absent independently with probability ``p``."""
+
+    model: Literal["bernoulli"]
+    p: float = Field(default=0.0, ge=0.0, le=1.0)
+    period: Duration | None = None
+
+
+Churn = Annotated[NoChurn | BernoulliChurn, Field(discriminator="model")]
+
+
+class Vector(Section):
+    """The vectors the peers hold and average."""
+
+    dim: int = Field(default=1, ge=1)
+    dtype: Literal["float64", "float32", "float16"] = "float64"
+    init: Literal["normal", "uniform", "onehot", "file"] = "normal"
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _file_given_for_file_init(self) -> Vector:
+        if self.init == "file" and not self.file:
+            raise ValueError("expected vector.file (a .npy of shape (peers.count, dim)) with init: file")
+        return self
+
+
+class Stop(Section):
+    """When a run ends: whichever comes first."""
+
+    max_rounds: int | None = Field(default=50, ge=0)
+    max_time: Duration | None = None
+    target_var: float | None = Field(default=1e-9, ge=0)
+
+
+class Metrics(Section):
+    """How often the recorder samples, and extra variance thresholds to time."""
+
+    every: float = Field(default=1, gt=0)
+    targets: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
+
+
+def _protocol_field() -> Any:
+    return Annotated[params_union(), Field(discriminator="name")]
+
+
+class Scenario(Section):
+    """A whole scenario, resolved: every default filled in."""
+
+    name: str = Field(default="scenario", pattern=r"^[A-Za-z0-9_.\-]+$")
+    seed: int = Field(default=0, ge=0)
+    repeats: int = Field(default=1, ge=1)
+    clock: Literal["rounds"] = "rounds"
+    backend: Literal["numpy", "cupy"] = "numpy"
+    peers: Peers = Field(default_factory=Peers)
+    churn: Churn = Field(default_factory=NoChurn)
+    vector: Vector = Field(default_factory=Vector)
+    protocol: _protocol_field()  # type: ignore[valid-type]
+    stop: Stop = Field(default_factory=Stop)
+    metrics: Metrics = Field(default_factory=Metrics)
+
+
+def peer_value_fields() -> tuple[str, ...]:
+    """Names of the per-peer value fields, in sampling order."""
+    return ("upload", "download", "latency", "compute", "delay")
+
+
+__all__ = ["PeerDist", "Scenario", "peer_value_fields"]
