@@ -1,0 +1,40 @@
+"""Regenerate the golden summaries: ``make golden`` (an explicit, reviewed step).
+
+Every ``scenarios/*.yaml`` scenario (not the sweeps under ``scenarios/paper/``) is run with
+its own seed and a small fixed size override where it is large, and the summary fields
+that do not depend on the machine are stored in ``tests/golden/<name>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import sim
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN_DIR = Path(__file__).resolve().parent
+MACHINE_DEPENDENT = {"wall_time_s"}
+
+
+def scenario_files() -> list[Path]:
+    """The scenario files that have a golden summary."""
+    return sorted((ROOT / "scenarios").glob("*.yaml"))
+
+
+def golden_summary(path: Path) -> dict[str, Any]:
+    """The machine-independent summary of one run of ``path`` with its own seed."""
+    result = sim.run(sim.load_scenario(path))
+    return {k: v for k, v in result.summary.items() if k not in MACHINE_DEPENDENT}
+
+
+def main() -> None:
+    for path in scenario_files():
+        out = GOLDEN_DIR / f"{path.stem}.json"
+        out.write_text(json.dumps(golden_summary(path), indent=2, sort_keys=True) + "\n")
+        print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
