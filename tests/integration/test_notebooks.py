@@ -1,0 +1,39 @@
+"""The notebooks run top to bottom on small settings (their parameters cell is replaced)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+SMALL = {
+    "moshpit_averaging.ipynb": (
+        'SWEEP = "{root}/scenarios/paper/moshpit_averaging.yaml"\n'
+        "REPEATS = 1\nPEER_COUNTS = [64, 128]\nWORKERS = 1\n"
+        'OUT = "{tmp}/out"\n'
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_notebook_runs_on_small_settings(name, tmp_path):
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    params = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1, "a notebook has exactly one cell tagged 'parameters'"
+    params[0].source = SMALL[name].format(root=NOTEBOOKS.parent, tmp=tmp_path)
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={
+        "metadata": {"path": str(tmp_path)}
+    }).execute()
+    errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors
+
+
+def test_committed_notebooks_have_no_outputs():
+    for path in NOTEBOOKS.glob("*.ipynb"):
+        notebook = nbformat.read(path, as_version=4)
+        for cell in notebook.cells:
+            assert not cell.get("outputs"), f"{path.name}: strip outputs before committing"
