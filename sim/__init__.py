@@ -24,7 +24,7 @@ _LAZY = {
     "load_scenario": "sim.scenario",
     "scenario_from_mapping": "sim.scenario",
     "write_result": "sim.results",
-    "sweep": "sim.sweep",
+    "sweep": "sim.sweeps",
 }
 
 

@@ -14,7 +14,7 @@ def namespace(name: str) -> Any:
     if name == "numpy":
         return np
     try:
-        import cupy  # type: ignore[import-not-found]
+        import cupy
     except ImportError:
         raise ScenarioError(
             "backend", name, "numpy, or cupy installed with a GPU (pip install 'avsim[cupy]')"

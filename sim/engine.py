@@ -59,7 +59,9 @@ class Run:
         done = self._should_stop(stats.var)
         if first or done or self.recorder.due(self.rounds):
             traffic = (self.bytes_sent, self.messages)
-            self.recorder.record(self.rounds, float(self.env.now), stats, float(present.mean()), traffic)
+            self.recorder.record(
+                self.rounds, float(self.env.now), stats, float(present.mean()), traffic
+            )
         return done
 
     def rounds_process(self, progress: Progress | None) -> Any:

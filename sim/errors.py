@@ -26,6 +26,10 @@ class ScenarioError(AvsimError):
         self.key, self.got, self.expected = key, got, expected
         super().__init__(f"{key or '<top>'}: expected {expected}, got {_show(got)}")
 
+    def __reduce__(self) -> tuple:
+        # rebuild from the message-making arguments (workers send errors across processes)
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
 
 class ResultExistsError(AvsimError):
     """A result folder exists and ``force`` was not given."""
@@ -38,3 +42,10 @@ class SimulationError(AvsimError):
 def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _rebuild(cls: type, args: tuple, state: dict) -> Exception:
+    error: Exception = Exception.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error

@@ -19,7 +19,7 @@ def from_validation_error(exc: ValidationError, data: dict[str, Any]) -> Scenari
     if kind == "union_tag_invalid":
         tag = error["ctx"]["discriminator"].strip("'")
         known = error["ctx"]["expected_tags"].replace("'", "")
-        return ScenarioError(".".join([*loc, tag]), error["input"], f"one of: {known}")
+        return ScenarioError(".".join([*loc, tag]), error["ctx"]["tag"], f"one of: {known}")
     if kind == "union_tag_not_found":
         tag = error["ctx"]["discriminator"].strip("'")
         return ScenarioError(".".join([*loc, tag]), None, f"a {tag} key")
@@ -76,8 +76,10 @@ def _model_of(annotation: Any, node: Any) -> Any:
     for model in models:
         for tag in ("name", "model"):
             field = model.model_fields.get(tag)
-            if isinstance(node, dict) and field is not None and node.get(tag) in get_args(
-                field.annotation
+            if (
+                isinstance(node, dict)
+                and field is not None
+                and node.get(tag) in get_args(field.annotation)
             ):
                 return model
     return models[0] if models else None
@@ -88,7 +90,7 @@ def _flatten(annotation: Any) -> list[Any]:
     return [annotation] if not args else [a for arg in args for a in _flatten(arg)]
 
 
-def _expected(error: dict[str, Any]) -> str:
+def _expected(error: Any) -> str:
     message = str(error["msg"])
     for prefix in _STRIP:
         if message.startswith(prefix):

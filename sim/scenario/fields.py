@@ -89,18 +89,19 @@ def _parse(parser: Callable[[object], float], value: object, expected: str) -> f
         raise ValueError(f"expected {expected}, got {value!r}") from None
 
 
-def _parse_dist(
-    data: dict[str, Any], parser: Callable[[object], float], expected: str
-) -> PeerDist:
+def _parse_dist(data: dict[str, Any], parser: Callable[[object], float], expected: str) -> PeerDist:
     kind = data.pop("dist", None)
     if kind not in _DIST_KEYS:
-        raise ValueError(f"expected a value or {{dist: lognormal | uniform | choice, ...}}, got dist={kind!r}")
+        raise ValueError(
+            f"expected a value or {{dist: lognormal | uniform | choice, ...}}, got dist={kind!r}"
+        )
     allowed, parsed_keys = _DIST_KEYS[kind]
     unknown = set(data) - allowed
     missing = allowed - set(data) - ({"weights"} if kind == "choice" else set())
     if unknown or missing:
         raise ValueError(
-            f"expected {kind} keys {sorted(allowed)}, got unknown {sorted(unknown)} / missing {sorted(missing)}"
+            f"expected {kind} keys {sorted(allowed)}, "
+            f"got unknown {sorted(unknown)} / missing {sorted(missing)}"
         )
     params: dict[str, Any] = {k: _parse(parser, data[k], expected) for k in parsed_keys}
     if kind == "lognormal":
@@ -153,7 +154,11 @@ _DIST_SCHEMA: dict[str, Any] = {
     "anyOf": [
         {"type": "number"},
         {"type": "string"},
-        {"type": "object", "required": ["dist"], "properties": {"dist": {"enum": list(_DIST_KEYS)}}},
+        {
+            "type": "object",
+            "required": ["dist"],
+            "properties": {"dist": {"enum": list(_DIST_KEYS)}},
+        },
     ]
 }
 

@@ -24,16 +24,16 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ScenarioError("", str(path), f"a readable YAML file ({exc.strerror})") from None
+        raise ScenarioError(str(path), exc.strerror, "a readable YAML file") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise ScenarioError("", str(path), f"valid YAML{where}: {problem}") from None
+        raise ScenarioError(f"{path}{where}", problem, "valid YAML") from None
     if not isinstance(data, dict):
-        raise ScenarioError("", data, f"a mapping of scenario keys at the top of {path}")
+        raise ScenarioError(str(path), data, "a mapping of keys at the top of the file")
     return data
 
 

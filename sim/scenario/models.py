@@ -86,7 +86,9 @@ class Vector(Section):
     @model_validator(mode="after")
     def _file_given_for_file_init(self) -> Vector:
         if self.init == "file" and not self.file:
-            raise ValueError("expected vector.file (a .npy of shape (peers.count, dim)) with init: file")
+            raise ValueError(
+                "expected vector.file (a .npy of shape (peers.count, dim)) with init: file"
+            )
         return self
 
 

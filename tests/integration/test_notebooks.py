@@ -25,9 +25,12 @@ def test_notebook_runs_on_small_settings(name, tmp_path):
     params = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1, "a notebook has exactly one cell tagged 'parameters'"
     params[0].source = SMALL[name].format(root=NOTEBOOKS.parent, tmp=tmp_path)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={
-        "metadata": {"path": str(tmp_path)}
-    }).execute()
+    NotebookClient(
+        notebook,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
     errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
 

@@ -62,7 +62,11 @@ def test_protocol_override_with_a_new_name_replaces_its_parameters():
         ({"protocol.group_size": "big"}, "protocol.group_size", "integer"),
         ({"churn": {"model": "bernoulli", "p": 1.5}}, "churn.p", "1"),
         ({"churn": {"model": "bernoulli", "mtbf": 3}}, "churn.mtbf", "unknown key"),
-        ({"peers.latency": {"dist": "uniform", "low": "1 s", "high": "1 ms"}}, "peers.latency", "low"),
+        (
+            {"peers.latency": {"dist": "uniform", "low": "1 s", "high": "1 ms"}},
+            "peers.latency",
+            "low",
+        ),
         ({"vector.dtype": "int8"}, "vector.dtype", "float64"),
         ({"stop.target_var": math.nan}, "stop.target_var", "greater"),
     ],
@@ -77,13 +81,13 @@ def test_bad_values_name_the_dotted_key(overrides, key, fragment):
 
 
 def test_unknown_key_lists_the_known_ones():
-    with pytest.raises(ScenarioError, match="known keys here: .*download"):
+    with pytest.raises(ScenarioError, match=r"known keys here: .*download"):
         make(**{"peers.uplaod": 1})
 
 
 def test_class_fractions_must_sum_to_one():
     classes = [{"fraction": 0.5, "upload": "1 Gbit/s"}, {"fraction": 0.4}]
-    with pytest.raises(ScenarioError, match="peers.classes: .*sum"):
+    with pytest.raises(ScenarioError, match=r"peers\.classes: .*sum"):
         make(**{"peers.classes": classes})
 
 

@@ -1,0 +1,152 @@
+"""Where a sweep's runs execute: in this process, a local process pool, or Dask.
+
+Each worker rebuilds its run's scenario with :func:`sim.scenario.scenario_from_mapping`
+and calls :func:`sim.run`; only the small summary dict travels back. Results arrive in
+completion order, tagged with the run's index, so the caller can restore the sweep's
+order whatever the scheduling.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sim.errors import AvsimError
+
+#: Modules the fork server imports once, so that every worker starts warm (a run
+#: imports ``array_api_compat.numpy`` on first use: a quarter second per worker).
+PRELOAD = ["sim", "protocols", "sim.results", "sim.sweeps.executors", "array_api_compat.numpy"]
+#: How long to wait for a Dask scheduler to answer.
+DASK_CONNECT_TIMEOUT = "20s"
+BROKEN_POOL = (
+    "a sweep worker process died (out of memory? or a script that calls sim.sweep at import "
+    "time: guard it with `if __name__ == '__main__':`)"
+)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a worker needs for one run (small and picklable).
+
+    Attributes
+    ----------
+    index
+        The run's position in the sweep.
+    mapping
+        Base scenario mapping with the run's case applied.
+    grid
+        The grid cell's dotted-key overrides.
+    base_dir
+        Folder that relative paths in the scenario resolve against.
+    seed
+        The run's seed.
+    keep_dir
+        Result folder to write the full run to (``--keep-runs``), or ``None``.
+    """
+
+    index: int
+    mapping: dict[str, Any]
+    grid: dict[str, Any]
+    base_dir: Path
+    seed: int
+    keep_dir: Path | None = None
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """Run one task and return its summary (plain Python values)."""
+    from sim.engine import run
+    from sim.results import plain, write_result
+    from sim.scenario import scenario_from_mapping
+
+    try:
+        scenario = scenario_from_mapping(task.mapping, task.grid, base_dir=task.base_dir)
+        result = run(scenario, seed=task.seed)
+        if task.keep_dir is not None:
+            write_result(result, task.keep_dir, force=True)
+    except AvsimError as exc:  # re-raised as the base class: it pickles back from workers
+        raise AvsimError(f"run {task.index} (seed {task.seed}): {exc}") from None
+    return plain(result.summary, finite_only=False)
+
+
+def execute(
+    tasks: Sequence[Task], workers: int, scheduler: str | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(index, summary)`` for every task, in completion order."""
+    if scheduler:
+        yield from _dask(tasks, workers, scheduler)
+    elif workers <= 1 or len(tasks) <= 1:
+        yield from ((task.index, run_task(task)) for task in tasks)
+    else:
+        yield from _pool(tasks, workers)
+
+
+def default_workers() -> int:
+    """One worker per CPU this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _pool(tasks: Sequence[Task], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    context = _context()
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
+        futures = {pool.submit(run_task, task): task.index for task in tasks}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BrokenProcessPool:
+            raise AvsimError(BROKEN_POOL) from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """A fork server with avsim preloaded (fast, and safe with threads); spawn elsewhere."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def _dask(
+    tasks: Sequence[Task], workers: int, scheduler: str
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    distributed = _import_distributed()
+    cluster = None
+    if scheduler == "local":
+        cluster = distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+    try:
+        with distributed.Client(cluster or scheduler, timeout=DASK_CONNECT_TIMEOUT) as client:
+            tag = uuid.uuid4().hex[:8]
+            futures = {
+                client.submit(run_task, t, key=f"avsim-{tag}-{t.index}", pure=False): t.index
+                for t in tasks
+            }
+            for future in distributed.as_completed(futures):
+                yield futures[future], future.result()
+    except OSError as exc:
+        raise AvsimError(
+            f"--scheduler {scheduler}: cannot use the Dask scheduler ({exc})"
+        ) from None
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _import_distributed() -> Any:
+    try:
+        import dask.distributed as distributed
+    except ImportError:
+        raise AvsimError("--scheduler needs dask.distributed: pip install 'avsim[dask]'") from None
+    return distributed
