@@ -1,0 +1,119 @@
+"""sgp: Stochastic-Gradient-Push-style averaging on a time-varying exponential graph.
+
+Algorithm (rounds clock). Let H = max(1, ⌊log₂(N−1)⌋) and, in round t, h = t mod H and
+the offsets a = 2^h, b = 2^(h+1) (mod N).
+
+- ``push_sum: false`` — every present peer i replaces x_i by the equal-weight mean of
+  itself and the present peers among i+a and i+b (1/3 each when both are present);
+  absent peers keep their vectors. Without absences W = (I + P_a + P_b)/3 is doubly
+  stochastic (P shifts); with absences it is only row-stochastic and the drift of the
+  mean is reported.
+- ``push_sum: true`` — true push-sum: each peer holds a weight w_i (initially 1, in
+  ``state.extra["w"]``, shape (N, 1)). Every present peer keeps 1/3 of (x_i, w_i) and
+  pushes 1/3 to each present out-neighbour i+a, i+b; the share of an absent
+  out-neighbour stays with the sender; absent peers neither send nor receive. The
+  estimate is x_i / w_i; W is column-stochastic, so Σx and Σw are conserved.
+
+For small N the two offsets may coincide with each other or with i (N = 2: b ≡ 0); the
+weights are per slot, so a peer listed twice counts twice (N = 2 mixes 2/3 self, 1/3
+other). N = 1 does nothing.
+
+Messages: each present peer sends its vector (with push-sum also its weight, one more
+coordinate) to each present out-neighbour other than itself.
+
+Invariants (tests cite this table):
+
+| quantity | guarantee | failure modes |
+| --- | --- | --- |
+| Σ_i x_i and Σ_i w_i (push_sum) | preserved (round-off) | all |
+| global mean (no push_sum) | preserved without absences; drift reported with them | absences |
+| max − min of x per coordinate (no push_sum) | never widens (row-stochastic) | all |
+| var (no push_sum, everyone present) | never increases (doubly stochastic) | none |
+| absent peers' x (and w) | unchanged, bit for bit | any absence |
+
+Reference: Assran, Loizou, Ballas, Rabbat, "Stochastic Gradient Push for Distributed
+Deep Learning", ICML 2019; Kempe, Dobra, Gehrke, "Gossip-based computation of aggregate
+information", FOCS 2003.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from protocols._common import as_mask, mean_drift
+from protocols.base import Context, Protocol, ProtocolParams, RoundStats, State
+from protocols.gossip import column_excess
+from sim.kernels import ell_mix, neighbour_mean
+from sim.kernels._xp import namespace
+
+
+class SgpParams(ProtocolParams):
+    """Parameters of ``sgp``."""
+
+    name: Literal["sgp"] = "sgp"
+    push_sum: bool = Field(default=False, description="true push-sum with weights w")
+
+
+def offsets(n_peers: int, t: int) -> tuple[int, int]:
+    """The two out-neighbour offsets (2^h, 2^(h+1)) mod N of round t."""
+    period = max(1, (n_peers - 1).bit_length() - 1) if n_peers > 1 else 1
+    h = t % period
+    return 2**h % n_peers, 2 ** (h + 1) % n_peers
+
+
+class Sgp(Protocol):
+    """Exponential-graph averaging, optionally as true push-sum."""
+
+    Params = SgpParams
+    description = "SGP-style mixing on a time-varying exponential graph (push_sum optional)"
+
+    def __init__(self, params: SgpParams, ctx: Context) -> None:
+        super().__init__(params, ctx)
+        self._peers = np.arange(ctx.n_peers)
+
+    def init_state(self, state: State) -> None:
+        """Add the push-sum weights w = 1 (shape (N, 1), the dtype of x) when enabled."""
+        if self.params.push_sum:
+            xp = namespace(state.x)
+            state.extra["w"] = xp.ones_like(state.x[:, :1])
+
+    def estimate(self, state: State) -> Any:
+        """x / w with push-sum, else x."""
+        if self.params.push_sum:
+            return state.x / state.extra["w"]
+        return state.x
+
+    def _targets(self, t: int, sign: int) -> np.ndarray:
+        """(N, 2) table of i + sign·offset (mod N) for the round's two offsets."""
+        a, b = offsets(self.ctx.n_peers, t)
+        return (self._peers[:, None] + sign * np.array([a, b])) % self.ctx.n_peers
+
+    def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
+        """One mixing step along the round's two exponential-graph offsets."""
+        if self.ctx.n_peers < 2:
+            return RoundStats()
+        mask = as_mask(present, self.ctx.n_peers)
+        if self.params.push_sum:
+            return self._push_sum(state, mask, t)
+        targets = self._targets(t, +1)
+        live = mask[targets] & mask[:, None]
+        weights = live / (1.0 + live.sum(axis=1))[:, None]
+        drift = 0.0 if mask.all() else mean_drift(state.x, column_excess(targets, weights))
+        state.x = neighbour_mean(state.x, targets, weights)
+        messages = int(np.count_nonzero(live & (targets != self._peers[:, None])))
+        return RoundStats(float(messages * self.ctx.vector_bytes), messages, drift)
+
+    def _push_sum(self, state: State, mask: np.ndarray, t: int) -> RoundStats:
+        out = self._targets(t, +1)
+        sends = mask[out] & mask[:, None]
+        keep = np.where(mask, 1.0 - sends.sum(axis=1) / 3.0, 1.0)
+        senders = self._targets(t, -1)
+        receives = (mask[senders] & mask[:, None]) / 3.0
+        state.x = ell_mix(state.x, senders, receives, keep)
+        state.extra["w"] = ell_mix(state.extra["w"], senders, receives, keep)
+        messages = int(np.count_nonzero(sends & (out != self._peers[:, None])))
+        nbytes = messages * (self.ctx.vector_bytes + self.ctx.itemsize)
+        return RoundStats(float(nbytes), messages)
