@@ -43,6 +43,10 @@ def main() -> None:
             )
     out = Path("results") / "bench.json"
     out.parent.mkdir(exist_ok=True)
+    ran = {f["bench"] for f in figures}
+    if out.exists():  # keep the figures of benchmarks not run this time
+        kept = json.loads(out.read_text()).get("figures", [])
+        figures = [f for f in kept if f.get("bench") not in ran] + figures
     payload = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "machine": platform.machine(),
