@@ -8,6 +8,7 @@ generator it was given) and hands the arithmetic to pure kernels in :mod:`sim.ke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -70,11 +71,39 @@ class RoundStats:
     mean_drift: float = 0.0
 
 
+@dataclass
+class NetRound:
+    """One round on the network clock: the flows to send, then the arithmetic.
+
+    Flows are parallel arrays, with an optional dependency structure of *gates*: a flow
+    with ``waits[i] == -1`` starts with the round (after its sender's straggler delay);
+    one with ``waits[i] == g`` starts when gate g opens, i.e. once every flow with
+    ``opens == g`` has ended (completed or failed). A butterfly is two gates per group,
+    a ring all-reduce a chain of single-flow gates. The round ends when every flow has
+    ended; then ``finish(state, lost)`` applies the round's arithmetic, where ``lost``
+    marks the peers preempted at any time during the round (they take no part, as an
+    absent peer on the rounds clock).
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    finish: Callable[[State, np.ndarray], RoundStats]
+    opens: np.ndarray | None = None
+    waits: np.ndarray | None = None
+
+
 class Protocol:
-    """Base class; subclasses set ``Params``, ``description`` and implement ``round``."""
+    """Base class; subclasses set ``Params``, ``description`` and implement ``round``.
+
+    On the network clock, barrier-round protocols also implement :meth:`round_messages`
+    (one phase of messages, then :meth:`round` with the peers that were not lost) or
+    override :meth:`network_round`. ``network_clock`` says whether a protocol runs there.
+    """
 
     Params: ClassVar[type[ProtocolParams]]
     description: ClassVar[str] = ""
+    network_clock: ClassVar[bool] = False
 
     def __init__(self, params: Any, ctx: Context) -> None:
         self.params = params
@@ -86,6 +115,24 @@ class Protocol:
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """Run round ``t`` (0-based) over the peers where ``present`` is true."""
         raise NotImplementedError
+
+    def round_messages(self, present: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of the messages of round ``t``, sent by the present peers."""
+        raise NotImplementedError
+
+    def message_bytes(self) -> float:
+        """Bytes of one message of :meth:`round_messages` (default: one vector)."""
+        return float(self.ctx.vector_bytes)
+
+    def network_round(self, present: np.ndarray, t: int) -> NetRound:
+        """Round ``t`` on the network clock: messages, then :meth:`round` without the lost."""
+        src, dst = self.round_messages(present, t)
+        nbytes = np.full(src.size, self.message_bytes())
+
+        def finish(state: State, lost: np.ndarray) -> RoundStats:
+            return self.round(state, present & ~lost, t)
+
+        return NetRound(src, dst, nbytes, finish)
 
     def estimate(self, state: State) -> Any:
         """Each peer's current estimate of the average (default: ``state.x``)."""

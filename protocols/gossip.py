@@ -71,6 +71,7 @@ class Gossip(Protocol):
 
     Params = GossipParams
     description = "synchronous neighbourhood averaging on a graph (uniform or Metropolis)"
+    network_clock = True
 
     def __init__(self, params: GossipParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -85,6 +86,12 @@ class Gossip(Protocol):
         if self.params.weights == "uniform":
             excess = column_excess(self.neighbours, weights)
         return weights, excess, int(np.count_nonzero(weights))
+
+    def round_messages(self, present: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every present peer sends its vector to each of its neighbours."""
+        sends = self.valid & as_mask(present, self.ctx.n_peers)[:, None]
+        src = np.broadcast_to(np.arange(self.ctx.n_peers)[:, None], sends.shape)[sends]
+        return src, self.neighbours[sends]
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One synchronous mixing step over the present subgraph."""

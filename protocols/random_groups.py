@@ -29,7 +29,8 @@ import numpy as np
 from pydantic import Field
 
 from protocols._common import as_mask, butterfly_traffic
-from protocols.base import Protocol, ProtocolParams, RoundStats, State
+from protocols._butterfly import butterfly_flows, without
+from protocols.base import NetRound, Protocol, ProtocolParams, RoundStats, State
 from sim.kernels import Groups, group_mean
 
 
@@ -68,13 +69,31 @@ class RandomGroups(Protocol):
 
     Params = RandomGroupsParams
     description = "each round the present peers are shuffled into groups that average"
+    network_clock = True
+
+    def groups(self, present: np.ndarray) -> Groups:
+        """This round's groups: the present peers shuffled and cut (draws from the rng)."""
+        rows = np.flatnonzero(as_mask(present, self.ctx.n_peers))
+        rows = rows[self.ctx.rng.permutation(rows.size)]
+        return random_partition(rows, self.params.group_size, self.ctx.n_peers)
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """Shuffle the present peers, cut them into groups and average each group."""
-        mask = as_mask(present, self.ctx.n_peers)
-        rows = np.flatnonzero(mask)
-        rows = rows[self.ctx.rng.permutation(rows.size)]
-        groups = random_partition(rows, self.params.group_size, self.ctx.n_peers)
+        return self.average(state, self.groups(present))
+
+    def network_round(self, present: np.ndarray, t: int) -> NetRound:
+        """Butterfly all-reduce flows per group; members lost mid-round are left out
+        (the others average among themselves, as ``idealized`` faults)."""
+        groups = self.groups(present)
+        src, dst, nbytes, opens, waits = butterfly_flows(groups, self.ctx.vector_bytes)
+
+        def finish(state: State, lost: np.ndarray) -> RoundStats:
+            return self.average(state, without(groups, lost) if lost.any() else groups)
+
+        return NetRound(src, dst, nbytes, finish, opens, waits)
+
+    def average(self, state: State, groups: Groups) -> RoundStats:
+        """Replace every member's vector by its group's mean."""
         state.x = group_mean(state.x, groups)
         nbytes, messages = butterfly_traffic(groups.counts, self.ctx.vector_bytes)
         return RoundStats(bytes_sent=nbytes, messages=messages)

@@ -69,6 +69,7 @@ class Sgp(Protocol):
 
     Params = SgpParams
     description = "SGP-style mixing on a time-varying exponential graph (push_sum optional)"
+    network_clock = True
 
     def __init__(self, params: SgpParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -90,6 +91,18 @@ class Sgp(Protocol):
         """(N, 2) table of i + sign·offset (mod N) for the round's two offsets."""
         a, b = offsets(self.ctx.n_peers, t)
         return (self._peers[:, None] + sign * np.array([a, b])) % self.ctx.n_peers
+
+    def round_messages(self, present: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Present peers send to i − offset (plain: the peers that pull from them) or to
+        i + offset (push-sum), for the round's two offsets; never to themselves."""
+        mask = as_mask(present, self.ctx.n_peers)
+        dst = self._targets(t, +1 if self.params.push_sum else -1)
+        sends = mask[:, None] & (dst != self._peers[:, None])
+        return np.broadcast_to(self._peers[:, None], dst.shape)[sends], dst[sends]
+
+    def message_bytes(self) -> float:
+        """A vector, plus one coordinate for the push-sum weight."""
+        return float(self.ctx.vector_bytes + (self.ctx.itemsize if self.params.push_sum else 0))
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One mixing step along the round's two exponential-graph offsets."""

@@ -17,10 +17,13 @@ import simpy
 import protocols
 from protocols.base import Context, State
 from sim.backend import namespace, to_numpy
-from sim.churn import build_round_churn
+from sim.churn import build_round_churn, build_schedule, churn_process
+from sim.errors import ScenarioError
+from sim.netclock import NetworkClock
+from sim.network import FlowNetwork
 from sim.peers import resolve_peers
 from sim.recorder import Recorder, statistics
-from sim.rejoin import Rejoin
+from sim.rejoin import NetworkRejoin, Rejoin
 from sim.result import RunResult
 from sim.scenario.models import Scenario
 from sim.seeding import component_rng
@@ -44,8 +47,16 @@ class Run:
         itemsize = np.dtype(scenario.vector.dtype).itemsize
         ctx = Context(n, scenario.vector.dim, itemsize, component_rng(seed, "protocol"))
         self.protocol = protocols.get(scenario.protocol.name)(scenario.protocol, ctx)
+        if scenario.clock == "network" and not self.protocol.network_clock:
+            raise ScenarioError("protocol.name", scenario.protocol.name, _network_protocols())
         self.protocol.init_state(self.state)
-        self.churn = build_round_churn(scenario.churn, n, component_rng(seed, "churn"))
+        self.churn_args = {
+            "peer_classes": self.peers["class"].to_numpy(),
+            "class_names": [c.name for c in scenario.peers.classes or []],
+        }
+        self.churn = build_round_churn(
+            scenario.churn, n, component_rng(seed, "churn"), **self.churn_args
+        )
         self.rejoin = Rejoin(scenario, component_rng(seed, "rejoin"))
         self.recorder = Recorder(seed, scenario.metrics.every)
         self.env = simpy.Environment()
@@ -57,7 +68,7 @@ class Run:
         stats = statistics(self.protocol.estimate(self.state), present, self.mean0)
         self.var_history.append((self.rounds, float(self.env.now), stats.var))
         done = self._should_stop(stats.var)
-        if first or done or self.recorder.due(self.rounds):
+        if first or done or self.recorder.due(float(self.env.now)):
             traffic = (self.bytes_sent, self.messages)
             self.recorder.record(
                 self.rounds, float(self.env.now), stats, float(present.mean()), traffic
@@ -80,6 +91,49 @@ class Run:
             if progress is not None and max_rounds:
                 progress(min(1.0, self.rounds / max_rounds))
 
+    def network_process(self, progress: Progress | None) -> Any:
+        """The network clock: barrier rounds of flows until a stop rule fires."""
+        clock = self.network_clock()
+        stop = self.scenario.stop
+        yield self.env.timeout(0)  # let the churn process apply its time-0 step first
+        done = self.observe(clock.present, first=True)
+        while not done:
+            plan = self.protocol.network_round(clock.present.copy(), self.rounds)
+            yield from clock.transmit(plan)
+            plan.finish(self.state, clock.lost)
+            self.rounds += 1
+            self.bytes_sent, self.messages = clock.net.bytes_sent_total, clock.messages
+            done = self.observe(clock.present)
+            if progress is not None and stop.max_time:
+                progress(min(1.0, self.env.now / stop.max_time))
+
+    def network_clock(self) -> NetworkClock:
+        """The flow network of the run's peers and the clock that sends rounds over it."""
+        table = self.peers
+        net = FlowNetwork(
+            self.env,
+            table["upload_bytes_per_s"].to_numpy(),
+            table["download_bytes_per_s"].to_numpy(),
+            table["latency_s"].to_numpy(),
+            sharing=self.scenario.network.sharing,
+        )
+        n = self.scenario.peers.count
+        clock = NetworkClock(self.env, net, np.ones(n, dtype=bool), table["delay_s"].to_numpy())
+        rejoin = NetworkRejoin(self.scenario, component_rng(self.seed, "rejoin"), clock, self.state)
+        rng = component_rng(self.seed, "churn")
+        schedule = build_schedule(self.scenario.churn, n, rng, **self.churn_args)
+        self.env.process(churn_process(self.env, schedule, clock.preempt, rejoin.restore))
+        self.clock = clock
+        return clock
+
+    def finish_network(self) -> None:
+        """After ``max_time`` cut a run short: bring the traffic counters up to date and
+        record the final state."""
+        clock = self.clock
+        self.bytes_sent, self.messages = clock.net.bytes_sent_total, clock.messages
+        if self.recorder.rows[-1][2] != float(self.env.now):
+            self.observe(clock.present, first=True)
+
     def _should_stop(self, var: float) -> bool:
         stop = self.scenario.stop
         if stop.target_var and var < stop.target_var:
@@ -89,13 +143,27 @@ class Run:
         return stop.max_time is not None and self.env.now >= stop.max_time
 
 
+def _network_protocols() -> str:
+    names = [name for name, cls in protocols.REGISTRY.items() if cls.network_clock]
+    return "a protocol that runs on clock: network (" + ", ".join(names) + ")"
+
+
 def run(scenario: Scenario, seed: int | None = None, progress: Progress | None = None) -> RunResult:
     """Run ``scenario`` once with ``seed`` (default: the scenario's) and return the result."""
     seed = scenario.seed if seed is None else int(seed)
     started = time.perf_counter()
     sim_run = Run(scenario, seed)
-    sim_run.env.process(sim_run.rounds_process(progress))
-    sim_run.env.run()
+    env = sim_run.env
+    if scenario.clock == "rounds":
+        env.process(sim_run.rounds_process(progress))
+        env.run()
+    else:
+        finished = env.process(sim_run.network_process(progress))
+        max_time = scenario.stop.max_time
+        env.run(
+            until=finished if max_time is None else env.any_of([finished, env.timeout(max_time)])
+        )
+        sim_run.finish_network()
     wall = time.perf_counter() - started
     metrics = sim_run.recorder.frame()
     summary = summarize(scenario, seed, sim_run.var_history, sim_run.rounds, metrics, wall)

@@ -7,6 +7,8 @@ download is instant; on the network clock it is a real flow).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from array_api_compat import array_namespace
 
@@ -38,3 +40,49 @@ class Rejoin:
         if stayed.size:
             picked = stayed[self.rng.integers(0, stayed.size, returning.size)]
             state.x[returning] = state.x[picked]
+
+
+class NetworkRejoin:
+    """Rejoin on the network clock: ``fetch`` downloads a vector as a real flow.
+
+    A returning peer is marked present at once with ``keep`` and ``reset``; with
+    ``fetch`` it first downloads the full vector from a random present peer and becomes
+    present (with that vector, as it was when the download completed) only then. If the
+    source is preempted mid-download, it retries at once from another present peer, or
+    after ``retry_s`` when nobody is present.
+    """
+
+    def __init__(self, scenario: Scenario, rng: np.random.Generator, clock: Any, state: State):
+        self.mode, self.vector, self.rng = scenario.churn.rejoin, scenario.vector, rng
+        self.clock, self.state = clock, state
+        itemsize = np.dtype(scenario.vector.dtype).itemsize
+        self.vector_bytes = float(scenario.vector.dim * itemsize)
+        self.retry_s = 1.0
+
+    def restore(self, peers: np.ndarray) -> None:
+        """Churn callback: ``peers`` are back now."""
+        if self.mode == "reset":
+            rows = fresh_rows(self.vector, peers.size, self.rng)
+            self.state.x[peers] = array_namespace(self.state.x).asarray(rows)
+        if self.mode != "fetch":
+            self.clock.present[peers] = True
+            return
+        for peer in peers.tolist():
+            self._fetch(peer)
+
+    def _fetch(self, peer: int) -> None:
+        sources = np.flatnonzero(self.clock.present)
+        env = self.clock.env
+        if sources.size == 0:
+            env.timeout(self.retry_s).callbacks.append(lambda _e: self._fetch(peer))
+            return
+        source = int(sources[self.rng.integers(sources.size)])
+        flow = self.clock.net.send(source, peer, self.vector_bytes)
+        flow.done.callbacks.append(lambda event: self._arrived(event, source, peer))
+
+    def _arrived(self, event: Any, source: int, peer: int) -> None:
+        if not event.ok:
+            self._fetch(peer)
+            return
+        self.state.x[peer] = self.state.x[source]
+        self.clock.present[peer] = True

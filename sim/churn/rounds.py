@@ -1,47 +1,54 @@
-"""Churn on the ``rounds`` clock: a presence mask per round.
+"""Churn on the ``rounds`` clock: a presence mask per round, sampled from a schedule.
 
-``none``: everyone present. ``bernoulli``: each round each peer is absent independently
-with probability ``p`` and back the next round (the Moshpit paper's model).
+One round is one unit of simulated time, so presence in round ``t`` is the state of the
+churn schedule at time ``t`` (:meth:`ChurnSchedule.present_at`): every model of
+:mod:`sim.churn.schedule` runs on this clock, with durations and rates in rounds.
+``bernoulli`` (period one round by default) draws each round ``rng.random(N) >= p``,
+exactly as before schedules existed, so results under ``none`` and ``bernoulli`` are
+unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from sim.errors import ScenarioError
-from sim.scenario.models import BernoulliChurn, ChurnBase, NoChurn
+from sim.churn.schedule import ChurnSchedule, build_schedule
+from sim.scenario.churn import ChurnBase
 
 
 class RoundChurn:
-    """Everyone always present (``model: none``); subclasses override :meth:`present`."""
+    """Presence masks of consecutive rounds, read off a churn schedule.
 
-    def __init__(self, n_peers: int, rng: np.random.Generator) -> None:
-        self.n_peers = n_peers
-        self.rng = rng
-        self._all = np.ones(n_peers, dtype=bool)
+    Parameters
+    ----------
+    schedule
+        The run's churn schedule (consumed as rounds go by).
+    """
 
-    def present(self, t: int) -> np.ndarray:
-        """Boolean mask (n_peers,) of the peers present in round ``t``."""
-        return self._all
-
-
-class BernoulliRoundChurn(RoundChurn):
-    """Each peer absent with probability ``p`` in each round, independently."""
-
-    def __init__(self, n_peers: int, rng: np.random.Generator, p: float) -> None:
-        super().__init__(n_peers, rng)
-        self.p = p
+    def __init__(self, schedule: ChurnSchedule) -> None:
+        self.schedule = schedule
+        self.n_peers = schedule.n_peers
 
     def present(self, t: int) -> np.ndarray:
-        if self.p == 0.0:
-            return self._all
-        return self.rng.random(self.n_peers) >= self.p
+        """(n_peers,) bool mask of the peers present in round ``t`` (non-decreasing t)."""
+        return self.schedule.present_at(float(t))
 
 
-def build_round_churn(churn: ChurnBase, n_peers: int, rng: np.random.Generator) -> RoundChurn:
-    """The churn process of a scenario's ``churn`` section on the rounds clock."""
-    if isinstance(churn, NoChurn):
-        return RoundChurn(n_peers, rng)
-    if isinstance(churn, BernoulliChurn):
-        return BernoulliRoundChurn(n_peers, rng, churn.p)
-    raise ScenarioError("churn.model", getattr(churn, "model", None), "none or bernoulli")
+def build_round_churn(
+    churn: ChurnBase,
+    n_peers: int,
+    rng: np.random.Generator,
+    peer_classes: np.ndarray | None = None,
+    class_names: Sequence[str | None] | None = None,
+) -> RoundChurn:
+    """The churn process of a scenario's ``churn`` section on the rounds clock.
+
+    ``peer_classes`` ((N,) int, the peers table's ``class`` column) and ``class_names``
+    are needed only by ``waves`` restricted to one class (see :func:`build_schedule`).
+    """
+    schedule = build_schedule(
+        churn, n_peers, rng, peer_classes=peer_classes, class_names=class_names
+    )
+    return RoundChurn(schedule)

@@ -67,7 +67,8 @@ def _known_keys(loc: list[str], data: dict[str, Any]) -> list[str]:
         model = None if field is None else _model_of(field.annotation, node)
         if model is None:
             return []
-    return sorted(getattr(model, "model_fields", {}))
+    fields = getattr(model, "model_fields", {})
+    return sorted(field.alias or name for name, field in fields.items())
 
 
 def _model_of(annotation: Any, node: Any) -> Any:

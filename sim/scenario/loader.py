@@ -103,11 +103,14 @@ def scenario_from_mapping(
 
 
 def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
-    vector = data.get("vector")
-    if isinstance(vector, dict) and isinstance(vector.get("file"), str):
-        path = Path(vector["file"])
-        if not path.is_absolute():
-            vector["file"] = str((base_dir / path).resolve())
+    """File keys (``vector.file``, ``churn.file``, ``protocol.file``) relative to the
+    scenario file's folder become absolute."""
+    for section in ("vector", "churn", "protocol"):
+        mapping = data.get(section)
+        if isinstance(mapping, dict) and isinstance(mapping.get("file"), str):
+            path = Path(mapping["file"])
+            if not path.is_absolute():
+                mapping["file"] = str((base_dir / path).resolve())
     return data
 
 

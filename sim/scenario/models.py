@@ -11,6 +11,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols import params_union
+from sim.scenario.churn import (
+    BernoulliChurn,
+    Churn,
+    ChurnBase,
+    ExponentialChurn,
+    NoChurn,
+    TraceChurn,
+    WavesChurn,
+    class_index,
+)
 from sim.scenario.fields import Duration, PeerBandwidth, PeerDist, PeerDuration, PeerNumber, const
 
 
@@ -54,25 +64,10 @@ class Peers(Section):
         return classes
 
 
-class ChurnBase(Section):
-    rejoin: Literal["keep", "reset", "fetch"] = "keep"
+class Network(Section):
+    """How flows share capacity on the network clock (see network.md)."""
 
-
-class NoChurn(ChurnBase):
-    """Everyone is always present."""
-
-    model: Literal["none"] = "none"
-
-
-class BernoulliChurn(ChurnBase):
-    """Each round each peer is absent independently with probability ``p``."""
-
-    model: Literal["bernoulli"]
-    p: float = Field(default=0.0, ge=0.0, le=1.0)
-    period: Duration | None = None
-
-
-Churn = Annotated[NoChurn | BernoulliChurn, Field(discriminator="model")]
+    sharing: Literal["maxmin", "rtt_weighted"] = "maxmin"
 
 
 class Vector(Section):
@@ -117,14 +112,28 @@ class Scenario(Section):
     name: str = Field(default="scenario", pattern=r"^[A-Za-z0-9_.\-]+$")
     seed: int = Field(default=0, ge=0)
     repeats: int = Field(default=1, ge=1)
-    clock: Literal["rounds"] = "rounds"
+    clock: Literal["rounds", "network"] = "rounds"
     backend: Literal["numpy", "cupy"] = "numpy"
     peers: Peers = Field(default_factory=Peers)
+    network: Network = Field(default_factory=Network)
     churn: Churn = Field(default_factory=NoChurn)
     vector: Vector = Field(default_factory=Vector)
     protocol: _protocol_field()  # type: ignore[valid-type]
     stop: Stop = Field(default_factory=Stop)
     metrics: Metrics = Field(default_factory=Metrics)
+
+    @model_validator(mode="after")
+    def _wave_class_exists(self) -> Scenario:
+        # raises ScenarioError (not ValueError) so that the error names churn.class
+        if isinstance(self.churn, WavesChurn) and self.churn.peer_class is not None:
+            class_index(self.churn.peer_class, [c.name for c in self.peers.classes or []])
+        return self
+
+    @model_validator(mode="after")
+    def _network_clock_can_end(self) -> Scenario:
+        if self.clock == "network" and self.stop.max_time is None and self.stop.max_rounds is None:
+            raise ValueError("expected stop.max_time or stop.max_rounds with clock: network")
+        return self
 
 
 def peer_value_fields() -> tuple[str, ...]:
@@ -132,4 +141,15 @@ def peer_value_fields() -> tuple[str, ...]:
     return ("upload", "download", "latency", "compute", "delay")
 
 
-__all__ = ["PeerDist", "Scenario", "peer_value_fields"]
+__all__ = [
+    "BernoulliChurn",
+    "Churn",
+    "ChurnBase",
+    "ExponentialChurn",
+    "NoChurn",
+    "PeerDist",
+    "Scenario",
+    "TraceChurn",
+    "WavesChurn",
+    "peer_value_fields",
+]
