@@ -98,7 +98,14 @@ class Stop(Section):
 class Metrics(Section):
     """How often the recorder samples, and extra variance thresholds to time."""
 
-    every: float = Field(default=1, gt=0)
+    every: Duration = Field(default=1.0, description="rounds, or seconds on the network clock")
+
+    @field_validator("every")
+    @classmethod
+    def _positive(cls, every: float) -> float:
+        if not every > 0:
+            raise ValueError(f"expected a positive number of rounds or seconds, got {every!r}")
+        return every
     targets: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
 
 

@@ -81,3 +81,29 @@ def test_a_rounds_only_protocol_is_refused_on_the_network_clock():
 def test_network_clock_needs_a_way_to_end():
     with pytest.raises(ScenarioError, match="max_time"):
         scenario({"name": "gossip"}, **{"stop.max_rounds": None})
+
+
+def test_a_peer_preempted_mid_round_is_left_out_and_keeps_its_vector(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("peer,down_s,up_s\n3,0.015,10\n")
+    churn = {"model": "trace", "file": str(trace)}
+    protocol = {"name": "gossip", "topology": "ring", "weights": "metropolis"}
+    one_round = {"stop.max_rounds": 1, "churn": churn}
+    hit = sim.run(scenario(protocol, **one_round))
+    calm = sim.run(scenario(protocol, **{"stop.max_rounds": 1}))
+    x0 = sim.run(scenario(protocol, **{"stop.max_rounds": 0})).state.x
+    np.testing.assert_array_equal(hit.state.x[3], x0[3])  # lost: kept its vector
+    assert not np.array_equal(hit.state.x[2], calm.state.x[2])  # averaged without 3
+    np.testing.assert_allclose(hit.state.x.mean(axis=0), x0.mean(axis=0), rtol=1e-12, atol=1e-15)
+    # the flows to and from 3 failed at 0.015 s, still in their latency phase: no bytes
+    assert hit.summary["bytes_sent"] == pytest.approx((16 * 2 - 4) * S_BYTES)
+
+
+def test_fetch_rejoin_downloads_a_present_peers_vector(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("peer,down_s,up_s\n5,0.001,0.03\n")
+    churn = {"model": "trace", "file": str(trace), "rejoin": "fetch"}
+    protocol = {"name": "random_groups", "group_size": 4}
+    result = sim.run(scenario(protocol, churn=churn, **{"metrics.every": 1e-3}))
+    assert result.metrics["alive_fraction"].min() == 15 / 16
+    assert result.metrics["alive_fraction"].iloc[-1] == 1.0
