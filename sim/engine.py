@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import simpy
 
 import protocols
@@ -134,6 +135,13 @@ class Run:
         if self.recorder.rows[-1][2] != float(self.env.now):
             self.observe(clock.present, first=True)
 
+    def traffic(self) -> pd.DataFrame:
+        """Per-peer bytes out and in over the run (network clock; partial flows count)."""
+        net = self.clock.net
+        return pd.DataFrame(
+            {"peer": np.arange(net.n), "bytes_out": net.bytes_out, "bytes_in": net.bytes_in}
+        )
+
     def _should_stop(self, var: float) -> bool:
         stop = self.scenario.stop
         if stop.target_var and var < stop.target_var:
@@ -166,6 +174,7 @@ def run(scenario: Scenario, seed: int | None = None, progress: Progress | None =
         sim_run.finish_network()
     wall = time.perf_counter() - started
     metrics = sim_run.recorder.frame()
+    extra = {"traffic": sim_run.traffic()} if scenario.clock == "network" else {}
     summary = summarize(scenario, seed, sim_run.var_history, sim_run.rounds, metrics, wall)
     return RunResult(
         metrics=metrics,
@@ -173,6 +182,7 @@ def run(scenario: Scenario, seed: int | None = None, progress: Progress | None =
         scenario=scenario.model_dump(mode="json"),
         peers=sim_run.peers,
         state=sim_run.state,
+        extra_tables=extra,
     )
 
 
