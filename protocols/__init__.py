@@ -10,10 +10,13 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field
 
+from protocols.a2cid2 import A2cid2
 from protocols.all_reduce import AllReduce
 from protocols.base import Protocol
 from protocols.gossip import Gossip
 from protocols.moshpit import Moshpit
+from protocols.pairwise_gossip import PairwiseGossip
+from protocols.push_sum import PushSum
 from protocols.random_groups import RandomGroups
 from protocols.sgp import Sgp
 from sim.errors import ScenarioError
@@ -24,6 +27,9 @@ REGISTRY: dict[str, type[Protocol]] = {
     "moshpit": Moshpit,
     "gossip": Gossip,
     "sgp": Sgp,
+    "pairwise_gossip": PairwiseGossip,
+    "push_sum": PushSum,
+    "a2cid2": A2cid2,
 }
 
 

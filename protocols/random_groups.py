@@ -28,8 +28,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from protocols._common import as_mask, butterfly_traffic
 from protocols._butterfly import butterfly_flows, without
+from protocols._common import as_mask, butterfly_traffic
 from protocols.base import NetRound, Protocol, ProtocolParams, RoundStats, State
 from sim.kernels import Groups, group_mean
 

@@ -51,7 +51,7 @@ class Run:
         if scenario.clock == "network" and not self.protocol.network_clock:
             raise ScenarioError("protocol.name", scenario.protocol.name, _network_protocols())
         self.protocol.init_state(self.state)
-        self.churn_args = {
+        self.churn_args: dict[str, Any] = {
             "peer_classes": self.peers["class"].to_numpy(),
             "class_names": [c.name for c in scenario.peers.classes or []],
         }

@@ -13,6 +13,7 @@ A round with no flows waits ``IDLE_ROUND_S`` so that simulated time always advan
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -76,7 +77,7 @@ class NetworkClock:
                 self._start(batch, state)
             else:
                 timer = self.env.timeout(delay)
-                timer.callbacks.append(lambda _e, b=batch: self._start(b, state))
+                timer.callbacks.append(partial(self._start_batch, batch, state))
 
     def _start(self, flows: np.ndarray, state: _RoundState) -> None:
         plan = state.plan
@@ -88,7 +89,13 @@ class NetworkClock:
             else:
                 self.failed_messages += 1
                 event = self.env.timeout(self.net.routes.route(src, dst)[0])
-            event.callbacks.append(lambda _e, i=i: self._ended(i, state))
+            event.callbacks.append(partial(self._on_end, i, state))
+
+    def _start_batch(self, flows: np.ndarray, state: _RoundState, _event: Any) -> None:
+        self._start(flows, state)
+
+    def _on_end(self, flow: int, state: _RoundState, _event: Any) -> None:
+        self._ended(flow, state)
 
     def _ended(self, flow: int, state: _RoundState) -> None:
         gate = state.ended(flow)

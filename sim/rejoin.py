@@ -2,7 +2,9 @@
 
 ``keep``: its stale vector. ``reset``: a fresh draw from ``vector.init`` (like a new
 node). ``fetch``: a copy of a random present peer's vector (on the rounds clock the
-download is instant; on the network clock it is a real flow).
+download is instant; on the network clock it is a real flow). Protocol arrays follow:
+``reset`` restarts them (push-sum ``w`` = 1, A²CiD²'s ``x_tilde`` = the new x), ``fetch``
+copies the source's.
 """
 
 from __future__ import annotations
@@ -15,6 +17,22 @@ from array_api_compat import array_namespace
 from protocols.base import State
 from sim.scenario.models import Scenario
 from sim.vectors import fresh_rows
+
+
+def reset_rows(state: State, rows: np.ndarray, fresh: np.ndarray) -> None:
+    """Peers ``rows`` start afresh: x from ``fresh``; protocol arrays as at a run's start
+    (push-sum weights ``w`` = 1, A²CiD²'s ``x_tilde`` = the new x)."""
+    xp = array_namespace(state.x)
+    state.x[rows] = xp.asarray(fresh)
+    for key, array in state.extra.items():
+        array[rows] = 1.0 if key == "w" else state.x[rows]
+
+
+def copy_rows(state: State, rows: np.ndarray, sources: np.ndarray) -> None:
+    """Peers ``rows`` take over the full state (x and every protocol array) of ``sources``."""
+    state.x[rows] = state.x[sources]
+    for array in state.extra.values():
+        array[rows] = array[sources]
 
 
 class Rejoin:
@@ -34,12 +52,12 @@ class Rejoin:
             return
         if self.mode == "reset":
             rows = fresh_rows(self.vector, returning.size, self.rng)
-            state.x[returning] = array_namespace(state.x).asarray(rows)
+            reset_rows(state, returning, rows)
             return
         stayed = np.flatnonzero(present & ~np.isin(np.arange(present.size), returning))
         if stayed.size:
             picked = stayed[self.rng.integers(0, stayed.size, returning.size)]
-            state.x[returning] = state.x[picked]
+            copy_rows(state, returning, picked)
 
 
 class NetworkRejoin:
@@ -62,8 +80,7 @@ class NetworkRejoin:
     def restore(self, peers: np.ndarray) -> None:
         """Churn callback: ``peers`` are back now."""
         if self.mode == "reset":
-            rows = fresh_rows(self.vector, peers.size, self.rng)
-            self.state.x[peers] = array_namespace(self.state.x).asarray(rows)
+            reset_rows(self.state, peers, fresh_rows(self.vector, peers.size, self.rng))
         if self.mode != "fetch":
             self.clock.present[peers] = True
             return
@@ -84,5 +101,5 @@ class NetworkRejoin:
         if not event.ok:
             self._fetch(peer)
             return
-        self.state.x[peer] = self.state.x[source]
+        copy_rows(self.state, np.array([peer]), np.array([source]))
         self.clock.present[peer] = True

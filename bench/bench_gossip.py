@@ -1,0 +1,79 @@
+"""Asynchronous gossip figures on the rounds clock: exchanges per second, and E2.
+
+- pairwise_gossip and a2cid2 on a ring of N = 1024 peers, dim = 64, 50 time units:
+  exchanges simulated per second, and their ratio to raw SimPy timeouts per second
+  (one SimPy process looping on ``env.timeout``) measured in the same process run.
+- E2 (performance.md): a2cid2 on a ring of N = 4096, dim = 16, 100 time units:
+  exchanges per second and the same ratio. E2's target is 3 × E1's exchange rate, and
+  E1 (network clock) must reach 0.2 × SimPy's timeouts, so the ratio to SimPy that
+  meets E2 whatever E1 does is 3 × 0.2 = 0.6.
+
+Every run goes through :func:`sim.run` (engine, recorder and all) and is timed end to
+end by its summary's ``wall_time_s``, building the topology and A²CiD²'s constants
+included; exchanges are ``messages / 2``. Each figure is the best of three runs, each
+right after a SimPy measurement; the ratio divides the two bests (machines are shared).
+"""
+
+from __future__ import annotations
+
+import time
+
+import simpy
+
+import sim
+
+TIMEOUTS = 200_000
+
+
+def simpy_timeouts_per_s(count: int = TIMEOUTS) -> float:
+    """Raw SimPy speed: timeouts per second of one process looping on ``env.timeout``."""
+
+    def loop(env: simpy.Environment):
+        for _ in range(count):
+            yield env.timeout(1)
+
+    env = simpy.Environment()
+    env.process(loop(env))
+    started = time.perf_counter()
+    env.run()
+    return count / (time.perf_counter() - started)
+
+
+def exchanges_per_s(protocol: str, n_peers: int, dim: int, time_units: int) -> float:
+    """Exchanges per wall second of ``protocol`` on a ring, rounds clock, via sim.run."""
+    scenario = sim.scenario_from_mapping(
+        {
+            "name": f"bench-{protocol}",
+            "peers": {"count": n_peers},
+            "vector": {"dim": dim, "dtype": "float64"},
+            "protocol": {"name": protocol, "topology": "ring"},
+            "stop": {"max_rounds": time_units, "target_var": 0},
+            "metrics": {"every": time_units},
+        }
+    )
+    summary = sim.run(scenario, seed=0).summary
+    return summary["messages"] / 2 / summary["wall_time_s"]
+
+
+def paired(repeats: int, *workload) -> tuple[float, float]:
+    """Best exchanges/s of ``workload`` and best SimPy timeouts/s, measured alternately."""
+    rates, simpy_rates = [], []
+    for _ in range(repeats):
+        simpy_rates.append(simpy_timeouts_per_s())
+        rates.append(exchanges_per_s(*workload))
+    return max(rates), max(simpy_rates)
+
+
+def run() -> list[tuple[str, float, str, str]]:
+    figures = []
+    for protocol in ("pairwise_gossip", "a2cid2"):
+        rate, simpy_rate = paired(3, protocol, 1024, 64, 50)
+        figures.append((f"{protocol} ring 1024 dim 64", rate, "exchanges/s", "rounds clock"))
+        figures.append((f"{protocol} / SimPy timeouts", rate / simpy_rate, "ratio", "same run"))
+    e2, simpy_rate = paired(3, "a2cid2", 4096, 16, 100)
+    figures.append(("SimPy raw timeouts", simpy_rate, "timeouts/s", "same process"))
+    figures.append(("E2 a2cid2 ring 4096 dim 16", e2, "exchanges/s", "100 time units"))
+    figures.append(
+        ("E2 / SimPy timeouts", e2 / simpy_rate, "ratio", "target >= 0.6 = 3 x E1's 0.2")
+    )
+    return figures

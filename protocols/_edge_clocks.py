@@ -1,0 +1,182 @@
+"""Poisson clocks on edges (or peers) and the batching of their events into waves.
+
+Independent Poisson clocks of rates λ_1 … λ_E, observed over a window of length T, are
+drawn at once: the number of rings is Poisson(Λ_tot·T) with Λ_tot = Σ_e λ_e, the ring
+times are sorted uniforms on [0, T), and each ring picks its clock with probability
+λ_e / Λ_tot, independently. This is the superposition theorem read backwards, so the
+draw has exactly the law of E independent clocks.
+
+Events that touch disjoint peers commute. :func:`waves` groups a time-ordered list of
+two-peer events into waves of pairwise disjoint events such that every peer meets its
+events in time order, each after all events its partners had before: applying the waves
+one after another, each as one fancy-indexed update, does the same arithmetic as
+applying the events one by one.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import networkx as nx
+import numpy as np
+from pydantic import Field
+
+from protocols._common import as_mask
+from protocols.base import Context, Protocol, RoundStats
+from protocols.topology import TopologyParams, build_graph
+
+
+class EdgeClockParams(TopologyParams):
+    """Topology plus the exchange rate shared by the edge-clock protocols."""
+
+    name: Literal["pairwise_gossip", "a2cid2"]
+    rate: float = Field(default=1.0, gt=0, description="exchanges per peer per unit time")
+    max_concurrent: int = Field(
+        default=1,
+        ge=1,
+        description="exchanges a peer takes part in at once (never binds on the rounds clock)",
+    )
+
+
+def graph_edges(graph: nx.Graph) -> np.ndarray:
+    """(E, 2) intp array of the graph's edges (u, v), u < v, in sorted order."""
+    edges = np.sort(np.array(list(graph.edges()), dtype=np.intp).reshape(-1, 2), axis=1)
+    order = np.lexsort((edges[:, 1], edges[:, 0]))
+    return edges[order]
+
+
+def edge_rates(edges: np.ndarray, n_peers: int, rate: float) -> np.ndarray:
+    """(E,) rates λ_ij = rate·(1/deg(i) + 1/deg(j))/2 of the edges' Poisson clocks.
+
+    On a regular graph λ_ij = rate/deg, so every peer takes part in ``rate`` exchanges per
+    unit time on average; in general peer i rings at Σ_j λ_ij.
+    """
+    degree = np.bincount(edges.reshape(-1), minlength=n_peers).astype(float)
+    inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
+    return rate * (inverse[edges[:, 0]] + inverse[edges[:, 1]]) / 2
+
+
+class PoissonClocks:
+    """Independent Poisson clocks of given rates, drawn a window at a time.
+
+    Parameters
+    ----------
+    rates
+        (E,) non-negative rates, rings per unit time.
+    """
+
+    def __init__(self, rates: np.ndarray) -> None:
+        self.rates = np.asarray(rates, dtype=float).reshape(-1)
+        self.total_rate = float(self.rates.sum())
+        uniform = self.rates.size > 0 and bool(np.all(self.rates == self.rates[0]))
+        self._cumulative = None if uniform else np.cumsum(self.rates) / self.total_rate
+
+    def ring(
+        self, rng: np.random.Generator, duration: float = 1.0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rings in [0, duration): (times sorted ascending, clock indices).
+
+        Draws from ``rng`` in a fixed order: the count, the times, then the clocks.
+        """
+        if self.total_rate <= 0:
+            return np.zeros(0), np.zeros(0, dtype=np.intp)
+        count = int(rng.poisson(self.total_rate * duration))
+        times = np.sort(rng.random(count)) * duration
+        if self._cumulative is None:
+            return times, rng.integers(0, self.rates.size, count).astype(np.intp)
+        picked = np.searchsorted(self._cumulative, rng.random(count), side="right")
+        return times, np.minimum(picked, self.rates.size - 1).astype(np.intp)
+
+
+def wave_levels(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The wave of each event of a time-ordered list of two-peer events (a_k, b_k).
+
+    Returns
+    -------
+    (K,) int64 levels: event k's level is one more than the largest level among the
+    previous events of a_k and of b_k (0 when it has none). Events of one level touch
+    disjoint peers; every event comes after all the events it depends on.
+
+    Notes
+    -----
+    The longest-path recurrence L = F(L) is solved by iterating L ← max(L, F(L)) from a
+    lower bound (the rank of the event among each end's events): the iterates stay below
+    the solution and grow until L ≥ F(L), which by induction over events means L is the
+    solution. One vectorised pass per level of slack, a few numpy calls over K each.
+    """
+    previous, rank = _previous_and_rank(a, b)
+    k = a.size
+    p1, p2 = previous[:k], previous[k:]
+    level = np.maximum(rank[:k], rank[k:])
+    while True:
+        after = np.maximum(np.where(p1 >= 0, level[p1] + 1, 0), np.where(p2 >= 0, level[p2] + 1, 0))
+        raised = np.maximum(after, level)
+        if np.array_equal(raised, level):
+            return level
+        level = raised
+
+
+def _previous_and_rank(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each end (a then b): the previous event touching that peer (−1: none), and
+    how many events touched that peer before."""
+    k = a.size
+    ends = np.concatenate((a, b)).astype(np.int64)
+    event = np.concatenate((np.arange(k), np.arange(k)))
+    order = np.argsort(ends * max(k, 1) + event)  # by peer, then by event
+    peer, ev = ends[order], event[order]
+    same = np.flatnonzero(peer[1:] == peer[:-1]) + 1
+    previous = np.full(2 * k, -1, dtype=np.int64)
+    previous[order[same]] = ev[same - 1]
+    start = np.flatnonzero(np.r_[True, peer[1:] != peer[:-1]])
+    rank = np.empty(2 * k, dtype=np.int64)
+    rank[order] = np.arange(2 * k) - np.repeat(start, np.diff(np.r_[start, 2 * k]))
+    return previous, rank
+
+
+def waves(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+    """Indices of the events of each wave, wave by wave (see :func:`wave_levels`).
+
+    Within a wave the events keep their time order; applying the waves in turn does, for
+    every peer, the same operations in the same order as the events one by one.
+    """
+    if a.size == 0:
+        return []
+    level = wave_levels(a, b)
+    order = np.argsort(level, kind="stable")
+    bounds = np.cumsum(np.bincount(level))[:-1]
+    return np.split(order, bounds)
+
+
+class EdgeClockProtocol(Protocol):
+    """Base of the protocols whose exchanges ring on Poisson edge clocks.
+
+    Builds the topology once, the (E, 2) edge table and the clocks, and draws each
+    round's rings; ``counters`` accumulate rings, exchanges and skipped rings.
+    """
+
+    def __init__(self, params: EdgeClockParams, ctx: Context) -> None:
+        super().__init__(params, ctx)
+        self.graph = build_graph(params, ctx.n_peers, ctx.rng)
+        self.edges = graph_edges(self.graph)
+        self.rates = edge_rates(self.edges, ctx.n_peers, params.rate)
+        self.clocks = PoissonClocks(self.rates)
+        self.counters = {"rings": 0, "exchanges": 0, "skipped_absent": 0, "skipped_busy": 0}
+
+    def ring_round(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This round's exchanges between present peers: (offsets in [0, 1), i, j).
+
+        Rings with an absent end are skipped and counted. Exchanges are instant on the
+        rounds clock, so no ring ever finds a peer busy and ``max_concurrent`` never binds.
+        """
+        mask = as_mask(present, self.ctx.n_peers)
+        times, edge = self.clocks.ring(self.ctx.rng)
+        i, j = self.edges[edge, 0], self.edges[edge, 1]
+        live = mask[i] & mask[j]
+        self.counters["rings"] += int(edge.size)
+        self.counters["skipped_absent"] += int(edge.size - np.count_nonzero(live))
+        self.counters["exchanges"] += int(np.count_nonzero(live))
+        return times[live], i[live], j[live]
+
+    def exchange_stats(self, exchanges: int) -> RoundStats:
+        """Traffic of ``exchanges`` exchanges: both vectors travel (2 messages, 2·S bytes)."""
+        return RoundStats(float(2 * exchanges * self.ctx.vector_bytes), 2 * exchanges)

@@ -1,0 +1,187 @@
+"""a2cid2: A²CiD² — pairwise gossip with a continuous local momentum.
+
+Algorithm. Each peer holds x_i and a companion x̃_i (``state.extra["x_tilde"]``,
+x̃(0) = x(0)). Edges ring as in :mod:`protocols.pairwise_gossip` (Poisson clocks of rate
+λ_ij = rate·(1/deg(i) + 1/deg(j))/2). Between events every peer mixes continuously,
+d/dt (x, x̃) = η·(x̃ − x, x − x̃), applied lazily in closed form: before an event touches
+a peer, (x_i, x̃_i) is brought forward from its last update with
+c = (1 − e^(−2ηΔ))/2, x ← x + c(x̃ − x), x̃ ← x̃ − c(x̃ − x). An exchange on a ringing
+edge whose ends are both present then applies, with m = x_i − x_j (values at the event
+time): x_i −= m/2, x̃_i −= α̃·m, x_j += m/2, x̃_j += α̃·m. Absent peers skip exchanges
+but keep mixing (the ODE is local computation, not communication). At the end of each
+round every peer is brought to the round's end, so ``state.x`` is current when measured.
+
+Parameters (:func:`graph_constants`, :func:`default_eta_alpha`): with the rate-weighted
+Laplacian Λ = Σ_edges λ_ij (e_i − e_j)(e_i − e_j)ᵀ, χ₁ = 1/λ₂(Λ), χ₂ = ½·max over edges
+of (e_i − e_j)ᵀ Λ⁺ (e_i − e_j); η = 1/(2√(χ₁χ₂)) and α̃ = ½√(χ₁/χ₂). ``eta`` and
+``alpha_tilde`` override them (η = 0, α̃ = ½ is plain pairwise gossip). On a
+disconnected graph χ₁ is that of the slowest component (each mixes on its own).
+
+Rounds clock: one round is one unit of time; the round's exchanges happen at their
+Poisson times, applied in waves of disjoint pairs, each end brought forward to its own
+exchange's time (:func:`apply_events`, the one-by-one result).
+
+Messages: each exchange sends both x vectors (x̃ stays local): 2 messages, 2·S bytes.
+
+Invariants (tests cite this table):
+
+| quantity | guarantee | failure modes |
+| --- | --- | --- |
+| Σ_i (x_i + x̃_i) | preserved (round-off) | all |
+| Σ_i x_i at round ends, when x̃(0) = x(0) | preserved (round-off) | all |
+| equal vectors with x̃ = x | unchanged | all |
+| E[(x, x̃)(t)] | exp(A t)·(x(0), x̃(0)), A of :func:`expected_generator` | none |
+| slowest decay rate of E[x] − x̄ | ≈ η (vs 1/(2χ₁) for pairwise gossip) | none |
+| batched waves | equal to the one-by-one application (round-off) | all |
+
+Why Σx is kept: Σ(x + x̃) is kept by mixing and exchanges, and every exchange adds
+opposite amounts to x_i − x̃_i and x_j − x̃_j, which then decay at the same rate 2η, so
+Σ(x − x̃) stays 0 whenever all peers are at the same time.
+
+Reference: Nabli, Belilovsky, Oyallon, "A²CiD²: Accelerating Asynchronous Communication
+in Decentralized Deep Learning", NeurIPS 2023.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, waves
+from protocols._spectra import GraphConstants, graph_constants
+from protocols.base import Context, RoundStats, State
+from sim.kernels import a2cid2_exchange, a2cid2_mix, mix_coefficient
+from sim.kernels._xp import namespace
+
+#: Topologies whose rate-weighted graph is vertex-transitive: the edges at one peer
+#: carry every edge's effective resistance.
+TRANSITIVE = frozenset({"ring", "torus", "complete", "exponential"})
+
+
+class A2cid2Params(EdgeClockParams):
+    """Parameters of ``a2cid2``: the edge clocks' plus optional η and α̃ overrides."""
+
+    name: Literal["a2cid2"] = "a2cid2"
+    eta: float | None = Field(default=None, ge=0, description="mixing rate η (default: graph)")
+    alpha_tilde: float | None = Field(
+        default=None, ge=0, description="exchange weight α̃ on x̃ (default: graph)"
+    )
+
+
+def default_eta_alpha(chi1: float, chi2: float) -> tuple[float, float]:
+    """(η, α̃) = (1/(2√(χ₁χ₂)), ½√(χ₁/χ₂)); (0, ½) — plain gossip — without edges."""
+    if not (math.isfinite(chi1) and chi1 > 0 and chi2 > 0):
+        return 0.0, 0.5
+    return 1 / (2 * math.sqrt(chi1 * chi2)), 0.5 * math.sqrt(chi1 / chi2)
+
+
+def expected_generator(laplacian: np.ndarray, eta: float, alpha_tilde: float) -> np.ndarray:
+    """The (2N, 2N) matrix A of d/dt E[(x, x̃)] = A·E[(x, x̃)].
+
+    A = [[−ηI − Λ/2, ηI], [ηI − α̃Λ, −ηI]]: the mixing ODE plus the exchanges' mean drift
+    Σ λ_ij (−½, −α̃)·(e_i − e_j)(e_i − e_j)ᵀ x (derivation in docs/design-gossip.md).
+    """
+    n = laplacian.shape[0]
+    eye = np.eye(n)
+    top = np.hstack((-eta * eye - laplacian / 2, eta * eye))
+    bottom = np.hstack((eta * eye - alpha_tilde * laplacian, -eta * eye))
+    return np.vstack((top, bottom))
+
+
+def block_decay_rate(mu: float, eta: float, alpha_tilde: float) -> float:
+    """Decay rate of the slower mode of A restricted to a Laplacian eigenvalue μ."""
+    block = np.array([[-eta - mu / 2, eta], [eta - alpha_tilde * mu, -eta]])
+    return float(-np.max(np.linalg.eigvals(block).real))
+
+
+def apply_events(
+    x: Any,
+    x_tilde: Any,
+    times: np.ndarray,
+    i: np.ndarray,
+    j: np.ndarray,
+    eta: float,
+    alpha_tilde: float,
+    end: float = 1.0,
+) -> tuple[Any, Any]:
+    """Exchanges (i_k, j_k) at times t_k ∈ [0, end), in order, then everyone to ``end``.
+
+    All peers start at time 0. Events are batched in waves of disjoint pairs; each end is
+    brought forward to its own exchange's time, so the result equals the one-by-one
+    application (to round-off). Returns the new (x, x_tilde).
+    """
+    last = np.zeros(x.shape[0])
+    for wave in waves(i, j):
+        rows = np.concatenate((i[wave], j[wave]))
+        at = np.concatenate((times[wave], times[wave]))
+        c = mix_coefficient(at - last[rows], eta)
+        x, x_tilde = a2cid2_exchange(x, x_tilde, i[wave], j[wave], c, alpha_tilde)
+        last[rows] = at
+    if eta > 0:
+        x, x_tilde = a2cid2_mix(x, x_tilde, mix_coefficient(end - last, eta))
+    return x, x_tilde
+
+
+class A2cid2(EdgeClockProtocol):
+    """A²CiD²: pairwise gossip on Poisson edge clocks plus continuous momentum mixing."""
+
+    Params = A2cid2Params
+    description = "A²CiD² continuous-momentum asynchronous gossip (Nabli et al. 2023)"
+
+    def __init__(self, params: A2cid2Params, ctx: Context) -> None:
+        super().__init__(params, ctx)
+        eta, alpha_tilde = params.eta, params.alpha_tilde
+        if eta is None or alpha_tilde is None:  # the graph's constants are needed
+            eta_default, alpha_tilde_default = self.defaults
+            eta = eta_default if eta is None else eta
+            alpha_tilde = alpha_tilde_default if alpha_tilde is None else alpha_tilde
+        self.eta: float = eta
+        self.alpha_tilde: float = alpha_tilde
+
+    @property
+    def defaults(self) -> tuple[float, float]:
+        """(η, α̃) from the graph's χ₁ and χ₂ (what ``eta``/``alpha_tilde`` override)."""
+        return default_eta_alpha(self.constants.chi1, self.constants.chi2)
+
+    @cached_property
+    def constants(self) -> GraphConstants:
+        """χ₁, χ₂ of the rate-weighted graph (computed once, on first use)."""
+        transitive = self.params.topology in TRANSITIVE
+        return graph_constants(self.edges, self.rates, self.ctx.n_peers, transitive)
+
+    def init_state(self, state: State) -> None:
+        """Add x̃ = a copy of x (``state.extra["x_tilde"]``)."""
+        xp = namespace(state.x)
+        state.extra["x_tilde"] = xp.asarray(state.x, copy=True)
+
+    def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
+        """One unit of time: exchanges at their ring times, lazy mixing, all to t + 1."""
+        times, i, j = self.ring_round(present)
+        state.x, state.extra["x_tilde"] = apply_events(
+            state.x, state.extra["x_tilde"], times, i, j, self.eta, self.alpha_tilde
+        )
+        return self.exchange_stats(i.size)
+
+    def describe(self) -> dict[str, Any]:
+        """χ₁, χ₂, η, α̃ in use, and the expected decay rates of E[x] − x̄ (per time unit)."""
+        chi1, chi2 = self.constants.chi1, self.constants.chi2
+        mu = 1 / chi1 if chi1 > 0 and math.isfinite(chi1) else 0.0
+        gossip_rate = mu / 2
+        eta_default, alpha_tilde_default = self.defaults
+        return {
+            "chi1": chi1,
+            "chi2": chi2,
+            "eta": self.eta,
+            "alpha_tilde": self.alpha_tilde,
+            "eta_default": eta_default,
+            "alpha_tilde_default": alpha_tilde_default,
+            "decay_rate_gossip": gossip_rate,
+            "decay_rate_a2cid2": self.eta,
+            "decay_rate_a2cid2_block": block_decay_rate(mu, self.eta, self.alpha_tilde),
+            "gain": self.eta / gossip_rate if gossip_rate > 0 else math.nan,
+            "method": self.constants.method,
+        }

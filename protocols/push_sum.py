@@ -1,0 +1,110 @@
+"""push_sum: asynchronous push-sum on Poisson peer clocks (directed pushes).
+
+Algorithm. A topology (:mod:`protocols.topology`) is built once; a peer's out-neighbours
+are its neighbours in it. Each peer holds x_i and a weight w_i (``state.extra["w"]``,
+shape (N, 1), initially 1) and has a Poisson clock of rate ``rate``. When i's clock rings
+it picks an out-neighbour j uniformly and pushes half of its pair:
+(x_i, w_i) ← (x_i, w_i)/2, (x_j, w_j) += (x_i, w_i)/2. The estimate is x_i / w_i.
+
+Lost pushes — the rule that keeps Σx and Σw exact: a share leaves the sender only when
+it is delivered. If the target is absent the push is not delivered and the sender keeps
+its whole (x_i, w_i) (on the rounds clock nothing is sent; on the network clock the
+sender restores the share of a push whose flow fails). Absent peers do not push, and
+peers without neighbours have nowhere to push; both rings are skipped and counted
+(``counters``).
+
+Rounds clock: one round is one unit of time; the round's rings are drawn at once
+(:class:`protocols._edge_clocks.PoissonClocks`) and the pushes happen one after another
+at their ring times, applied in waves of disjoint (sender, target) pairs — the
+one-by-one result, bit for bit.
+
+Messages: each delivered push is 1 message of S + one coordinate (x_i/2 and w_i/2).
+
+Invariants (tests cite this table):
+
+| quantity | guarantee | failure modes |
+| --- | --- | --- |
+| Σ_i x_i and Σ_i w_i | preserved (round-off; halving is exact) | all |
+| w_i | stays > 0 | all |
+| estimates x_i / w_i, when all are equal | stay equal (round-off) | all |
+| absent peers' x and w | unchanged, bit for bit | all |
+| batched waves | equal to the one-by-one application, bit for bit | all |
+
+References: Kempe, Dobra, Gehrke, "Gossip-based computation of aggregate information",
+FOCS 2003; Assran, Loizou, Ballas, Rabbat, "Stochastic Gradient Push for Distributed
+Deep Learning", ICML 2019.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from protocols._common import as_mask
+from protocols._edge_clocks import PoissonClocks, waves
+from protocols.base import Context, Protocol, RoundStats, State
+from protocols.topology import TopologyParams, build_graph, neighbour_table
+from sim.kernels import push_half
+from sim.kernels._xp import namespace
+
+
+class PushSumParams(TopologyParams):
+    """Parameters of ``push_sum``: a topology and each peer's push ``rate``."""
+
+    name: Literal["push_sum"] = "push_sum"
+    rate: float = Field(default=1.0, gt=0, description="pushes per peer per unit time")
+
+
+def apply_pushes(x: Any, w: Any, senders: np.ndarray, targets: np.ndarray) -> tuple[Any, Any]:
+    """Pushes (s_k → t_k) one after another, batched in waves of disjoint pairs."""
+    for wave in waves(senders, targets):
+        x = push_half(x, senders[wave], targets[wave])
+        w = push_half(w, senders[wave], targets[wave])
+    return x, w
+
+
+class PushSum(Protocol):
+    """Asynchronous push-sum: each peer pushes half of (x, w) at its Poisson times."""
+
+    Params = PushSumParams
+    description = "asynchronous push-sum on Poisson peer clocks (Kempe et al.)"
+
+    def __init__(self, params: PushSumParams, ctx: Context) -> None:
+        super().__init__(params, ctx)
+        self.graph = build_graph(params, ctx.n_peers, ctx.rng)
+        neighbours, valid = neighbour_table(self.graph, ctx.n_peers)
+        self.degree = valid.sum(axis=1)
+        itself = np.arange(ctx.n_peers)[:, None]
+        self.neighbours = neighbours if neighbours.shape[1] else itself  # no edge at all
+        self.clocks = PoissonClocks(np.full(ctx.n_peers, params.rate))
+        self.counters = {"rings": 0, "pushes": 0, "skipped_absent": 0, "skipped_isolated": 0}
+
+    def init_state(self, state: State) -> None:
+        """Add the weights w = 1 (``state.extra["w"]``, shape (N, 1), the dtype of x)."""
+        state.extra["w"] = namespace(state.x).ones_like(state.x[:, :1])
+
+    def estimate(self, state: State) -> Any:
+        """Each peer's x / w."""
+        return state.x / state.extra["w"]
+
+    def _pushes(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """This round's delivered pushes (senders, targets), in ring order."""
+        _, senders = self.clocks.ring(self.ctx.rng)
+        slot = np.floor(self.ctx.rng.random(senders.size) * self.degree[senders])
+        targets = self.neighbours[senders, slot.astype(np.intp)]
+        isolated = self.degree[senders] == 0
+        live = ~isolated & mask[senders] & mask[targets]
+        self.counters["rings"] += int(senders.size)
+        self.counters["skipped_isolated"] += int(np.count_nonzero(isolated))
+        self.counters["skipped_absent"] += int(np.count_nonzero(~isolated & ~live))
+        self.counters["pushes"] += int(np.count_nonzero(live))
+        return senders[live], targets[live]
+
+    def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
+        """One unit of time: the round's pushes at their ring times, in order."""
+        senders, targets = self._pushes(as_mask(present, self.ctx.n_peers))
+        state.x, state.extra["w"] = apply_pushes(state.x, state.extra["w"], senders, targets)
+        pushes = senders.size
+        return RoundStats(float(pushes * (self.ctx.vector_bytes + self.ctx.itemsize)), pushes)
