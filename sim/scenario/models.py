@@ -99,6 +99,7 @@ class Metrics(Section):
     """How often the recorder samples, and extra variance thresholds to time."""
 
     every: Duration = Field(default=1.0, description="rounds, or seconds on the network clock")
+    targets: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
 
     @field_validator("every")
     @classmethod
@@ -106,7 +107,6 @@ class Metrics(Section):
         if not every > 0:
             raise ValueError(f"expected a positive number of rounds or seconds, got {every!r}")
         return every
-    targets: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
 
 
 def _protocol_field() -> Any:
