@@ -134,6 +134,10 @@ class Protocol:
 
         return NetRound(src, dst, nbytes, finish)
 
+    def describe(self) -> dict[str, Any]:
+        """Quantities the protocol derives from the scenario (for ``avsim info``)."""
+        return {}
+
     def estimate(self, state: State) -> Any:
         """Each peer's current estimate of the average (default: ``state.x``)."""
         return state.x

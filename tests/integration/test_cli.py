@@ -246,3 +246,14 @@ def test_console_script_turns_user_and_usage_errors_into_one_line(tmp_path):
         assert done.returncode == 2, (args, done.stderr)
         assert len(done.stderr.splitlines()) == 1, (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_info_shows_the_derived_a2cid2_constants(runner, tiny):
+    result = invoke(runner, "info", tiny, "--set", "protocol={name: a2cid2, topology: ring}")
+    assert result.exit_code == 0, result.stderr
+    for key in ("chi1", "chi2", "eta", "alpha_tilde", "gain"):
+        assert key in result.stdout
+
+
+def test_info_on_a_bad_scenario_is_one_line(runner, tiny):
+    assert_user_error(invoke(runner, "info", tiny, "--set", "peers.count=-1"), "peers.count")
