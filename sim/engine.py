@@ -28,6 +28,7 @@ from sim.rejoin import NetworkRejoin, Rejoin
 from sim.result import RunResult
 from sim.scenario.models import Scenario
 from sim.seeding import component_rng
+from sim.sites import topology
 from sim.summary import summarize
 from sim.vectors import initial_vectors
 
@@ -111,12 +112,14 @@ class Run:
     def network_clock(self) -> NetworkClock:
         """The flow network of the run's peers and the clock that sends rounds over it."""
         table = self.peers
+        network = self.scenario.network
         net = FlowNetwork(
             self.env,
             table["upload_bytes_per_s"].to_numpy(),
             table["download_bytes_per_s"].to_numpy(),
             table["latency_s"].to_numpy(),
-            sharing=self.scenario.network.sharing,
+            sharing=network.sharing,
+            links=topology(network, self.scenario.peers, table["class"].to_numpy()),
         )
         n = self.scenario.peers.count
         clock = NetworkClock(self.env, net, np.ones(n, dtype=bool), table["delay_s"].to_numpy())

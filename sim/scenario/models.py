@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols import params_union
+from sim.errors import ScenarioError
 from sim.scenario.churn import (
     BernoulliChurn,
     Churn,
@@ -21,7 +22,15 @@ from sim.scenario.churn import (
     WavesChurn,
     class_index,
 )
-from sim.scenario.fields import Duration, PeerBandwidth, PeerDist, PeerDuration, PeerNumber, const
+from sim.scenario.fields import (
+    Bandwidth,
+    Duration,
+    PeerBandwidth,
+    PeerDist,
+    PeerDuration,
+    PeerNumber,
+    const,
+)
 
 
 class Section(BaseModel):
@@ -64,10 +73,64 @@ class Peers(Section):
         return classes
 
 
+class SiteLink(Section):
+    """An undirected, full-duplex link between two sites (``network.links`` entry).
+
+    Each direction has the full ``capacity`` (bytes/s, ``> 0``, ``inf`` allowed: a link
+    that only adds latency); a flow crossing the link also waits ``latency`` seconds.
+    """
+
+    a: str = Field(min_length=1)
+    b: str = Field(min_length=1)
+    capacity: Bandwidth
+    latency: Duration = 0.0
+
+    @field_validator("capacity")
+    @classmethod
+    def _capacity_positive(cls, capacity: float) -> float:
+        if not capacity > 0:
+            raise ValueError(f"expected a capacity > 0 (e.g. 1 Gbit/s), got {capacity!r}")
+        return capacity
+
+    @model_validator(mode="after")
+    def _two_sites(self) -> SiteLink:
+        if self.a == self.b:
+            raise ValueError(f"expected a link between two different sites, got a = b = {self.a!r}")
+        return self
+
+
+#: The site of peers whose class (or lack of one) ``network.sites`` does not map.
+DEFAULT_SITE = "default"
+
+
 class Network(Section):
-    """How flows share capacity on the network clock (see network.md)."""
+    """How flows share capacity on the network clock (see network.md).
+
+    ``sites`` maps peer class names (``peers.classes[].name``) to sites; peers of an
+    unmapped class, and all peers when there are no classes, sit at site ``default``.
+    ``links`` joins sites; a flow between peers at different sites also uses every link
+    on the shortest path by latency between them (same-site flows use no link). Class
+    names and paths between the sites peers use are checked against ``peers`` by
+    :func:`sim.sites.check_sites` (run by the network clock).
+    """
 
     sharing: Literal["maxmin", "rtt_weighted"] = "maxmin"
+    sites: dict[str, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
+    links: list[SiteLink] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_link_per_site_pair(self) -> Network:
+        seen: dict[frozenset[str], int] = {}
+        for k, link in enumerate(self.links):
+            pair = frozenset((link.a, link.b))
+            if pair in seen:
+                raise ScenarioError(
+                    f"network.links.{k}",
+                    f"{link.a} - {link.b}",
+                    f"one link per pair of sites (network.links.{seen[pair]} joins them already)",
+                )
+            seen[pair] = k
+        return self
 
 
 class Vector(Section):
@@ -134,6 +197,15 @@ class Scenario(Section):
         # raises ScenarioError (not ValueError) so that the error names churn.class
         if isinstance(self.churn, WavesChurn) and self.churn.peer_class is not None:
             class_index(self.churn.peer_class, [c.name for c in self.peers.classes or []])
+        return self
+
+    @model_validator(mode="after")
+    def _sites_fit_the_peers(self) -> Scenario:
+        # raises ScenarioError naming network.sites; local import: sim.sites imports models
+        if self.clock == "network" and self.network.links:
+            from sim.sites import check_sites
+
+            check_sites(self.network, self.peers)
         return self
 
     @model_validator(mode="after")
