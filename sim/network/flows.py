@@ -135,6 +135,7 @@ class FlowNetwork:
         self._out = [0.0] * self.n
         self._in = [0.0] * self.n
         self.flows_started = self.flows_completed = self.flows_failed = 0
+        self._latency_batches: dict[float, list[Flow]] = {}
 
     # -- public API ----------------------------------------------------------------------
     def send(self, src: int, dst: int, nbytes: float, tag: Any = None) -> Flow:
@@ -160,7 +161,7 @@ class FlowNetwork:
         self._in_flight[src][flow.id] = flow
         self._in_flight[dst][flow.id] = flow
         if latency_s > 0.0:
-            simpy.Timeout(self.env, latency_s, flow).callbacks.append(self._on_latency)
+            self._after_latency(flow, latency_s)
         else:
             self._enter(flow)
         return flow
@@ -205,22 +206,37 @@ class FlowNetwork:
         return {key: flow.rate for key, flow in self._active.items()}
 
     # -- events --------------------------------------------------------------------------
-    def _on_latency(self, event: simpy.Event) -> None:
-        flow = event._value
-        if flow.phase is LATENCY:
-            self._enter(flow)
+    def _after_latency(self, flow: Flow, latency_s: float) -> None:
+        """Queue ``flow`` for its bandwidth phase; flows whose latency phases end at the
+        same instant share one SimPy timeout and one reallocation (a round's messages)."""
+        end_s = self.env.now + latency_s
+        batch = self._latency_batches.get(end_s)
+        if batch is None:
+            batch = self._latency_batches[end_s] = []
+            simpy.Timeout(self.env, latency_s, end_s).callbacks.append(self._on_latency)
+        batch.append(flow)
 
-    def _enter(self, flow: Flow) -> None:
+    def _on_latency(self, event: simpy.Event) -> None:
+        batch = self._latency_batches.pop(event._value)
+        entering = tuple(flow for flow in batch if flow.phase is LATENCY)
+        if entering:
+            self._enter(*entering)
+
+    def _enter(self, *flows: Flow) -> None:
         now = self.env.now
-        if flow.nbytes == 0.0 or not flow.res:
-            self._complete(flow, now)
-            flow.done.succeed(now)  # maybe inside send(): callers attach callbacks after it
-            return
-        flow.phase, flow.t_last = BANDWIDTH, now
-        self._active[flow.id] = flow
-        for r in flow.res:
-            self._flows_on[r][flow.id] = flow
-        self._reallocate((flow,), _NOTHING, now)
+        entered = []
+        for flow in flows:
+            if flow.nbytes == 0.0 or not flow.res:
+                self._complete(flow, now)
+                flow.done.succeed(now)  # maybe inside send(): callers attach callbacks later
+                continue
+            flow.phase, flow.t_last = BANDWIDTH, now
+            self._active[flow.id] = flow
+            for r in flow.res:
+                self._flows_on[r][flow.id] = flow
+            entered.append(flow)
+        if entered:
+            self._reallocate(tuple(entered), _NOTHING, now)
 
     def _on_wake(self, event: simpy.Event) -> None:
         if event._value != self._wake_version:
