@@ -18,7 +18,8 @@ import simpy
 import protocols
 from protocols.base import Context, State
 from sim.backend import namespace, to_numpy
-from sim.churn import build_round_churn, build_schedule, churn_process
+from sim.churn import ChurnSchedule, RoundChurn, build_schedule, churn_process
+from sim.churn.membership import MembershipSchedule
 from sim.errors import ScenarioError
 from sim.netclock import NetworkClock
 from sim.network import FlowNetwork
@@ -40,49 +41,69 @@ class Run:
 
     def __init__(self, scenario: Scenario, seed: int) -> None:
         self.scenario, self.seed = scenario, seed
-        n = scenario.peers.count
-        self.peers = resolve_peers(scenario.peers, component_rng(seed, "peers"))
+        n_initial = scenario.peers.count
+        n = n_initial + scenario.churn.joining  # every peer that will ever exist
+        self.peers = resolve_peers(scenario.peers, component_rng(seed, "peers"), n)
         self.xp = namespace(scenario.backend)
         x0 = initial_vectors(scenario.vector, n, component_rng(seed, "init"))
         self.state = State(x=self.xp.asarray(x0))
-        self.mean0 = self.xp.mean(self.xp.asarray(x0, dtype=self.xp.float64), axis=0)
+        self.mean0 = self.xp.mean(self.xp.asarray(x0[:n_initial], dtype=self.xp.float64), axis=0)
         itemsize = np.dtype(scenario.vector.dtype).itemsize
         ctx = Context(n, scenario.vector.dim, itemsize, component_rng(seed, "protocol"))
         self.protocol = protocols.get(scenario.protocol.name)(scenario.protocol, ctx)
         if scenario.clock == "network" and not self.protocol.network_clock:
             raise ScenarioError("protocol.name", scenario.protocol.name, _network_protocols())
         self.protocol.init_state(self.state)
+        self.exists = np.arange(n) < n_initial
         self.churn_args: dict[str, Any] = {
             "peer_classes": self.peers["class"].to_numpy(),
             "class_names": [c.name for c in scenario.peers.classes or []],
         }
-        self.churn = build_round_churn(
-            scenario.churn, n, component_rng(seed, "churn"), **self.churn_args
-        )
+        self.churn = RoundChurn(self.schedule())
         self.rejoin = Rejoin(scenario, component_rng(seed, "rejoin"))
+        self.rejoin.previous = self.exists.copy()  # joiners count as returning peers
         self.recorder = Recorder(seed, scenario.metrics.every)
         self.env = simpy.Environment()
         self.rounds, self.bytes_sent, self.messages = 0, 0.0, 0
         self.var_history: list[tuple[int, float, float]] = []
 
+    def schedule(self) -> ChurnSchedule:
+        """The churn schedule of the run, masked by joins and leaves when there are any."""
+        churn, n = self.scenario.churn, self.exists.size
+        rng = component_rng(self.seed, "churn")
+        schedule = build_schedule(churn, n, rng, **self.churn_args)
+        if churn.joins is None and churn.leaves is None:
+            return schedule
+        membership = component_rng(self.seed, "membership")
+        n_initial = self.scenario.peers.count
+        return MembershipSchedule(schedule, n_initial, churn.joins, churn.leaves, membership)
+
+    def membership(self, joined: np.ndarray, left: np.ndarray) -> None:
+        """Churn callback (network clock): peers start or stop existing."""
+        self.exists[joined] = True
+        self.exists[left] = False
+
     def observe(self, present: np.ndarray, first: bool = False) -> bool:
         """Measure the state now, record a row when due or final; True when the run ends."""
-        stats = statistics(self.protocol.estimate(self.state), present, self.mean0)
+        estimate = self.protocol.estimate(self.state)
+        stats = statistics(estimate, present, self.mean0, self.exists)
         self.var_history.append((self.rounds, float(self.env.now), stats.var))
         done = self._should_stop(stats.var)
         if first or done or self.recorder.due(float(self.env.now)):
             traffic = (self.bytes_sent, self.messages)
-            self.recorder.record(
-                self.rounds, float(self.env.now), stats, float(present.mean()), traffic
-            )
+            alive = float(present.sum() / max(1, self.exists.sum()))
+            self.recorder.record(self.rounds, float(self.env.now), stats, alive, traffic)
         return done
 
     def rounds_process(self, progress: Progress | None) -> Any:
         """The rounds clock: one round per unit of simulated time until a stop rule fires."""
         max_rounds = self.scenario.stop.max_rounds
-        done = self.observe(np.ones(self.scenario.peers.count, dtype=bool), first=True)
+        done = self.observe(self.exists.copy(), first=True)
         while not done:
             present = self.churn.present(self.rounds)
+            exists = self.churn.exists
+            if exists is not None:
+                self.exists = exists
             self.rejoin.apply(self.state, present)
             stats = self.protocol.round(self.state, present, self.rounds)
             self.bytes_sent += stats.bytes_sent
@@ -121,12 +142,11 @@ class Run:
             sharing=network.sharing,
             links=topology(network, self.scenario.peers, table["class"].to_numpy()),
         )
-        n = self.scenario.peers.count
-        clock = NetworkClock(self.env, net, np.ones(n, dtype=bool), table["delay_s"].to_numpy())
+        clock = NetworkClock(self.env, net, self.exists.copy(), table["delay_s"].to_numpy())
         rejoin = NetworkRejoin(self.scenario, component_rng(self.seed, "rejoin"), clock, self.state)
-        rng = component_rng(self.seed, "churn")
-        schedule = build_schedule(self.scenario.churn, n, rng, **self.churn_args)
-        self.env.process(churn_process(self.env, schedule, clock.preempt, rejoin.restore))
+        self.env.process(
+            churn_process(self.env, self.schedule(), clock.preempt, rejoin.restore, self.membership)
+        )
         self.clock = clock
         return clock
 

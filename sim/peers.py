@@ -30,10 +30,14 @@ def largest_remainder(fractions: list[float], total: int) -> np.ndarray:
     return counts
 
 
-def resolve_peers(peers: Peers, rng: np.random.Generator) -> pd.DataFrame:
-    """The per-peer table: ``peer, class, client`` and one column per value in SI units."""
-    n = peers.count
-    class_of = _assign_classes(peers, rng)
+def resolve_peers(peers: Peers, rng: np.random.Generator, n: int | None = None) -> pd.DataFrame:
+    """The per-peer table: ``peer, class, client`` and one column per value in SI units.
+
+    ``n`` (default ``peers.count``) is the number of peers that will ever exist: more
+    than ``peers.count`` when peers join during the run (``churn.joins``).
+    """
+    n = peers.count if n is None else n
+    class_of = _assign_classes(peers, rng, n)
     table = {"peer": np.arange(n), "class": class_of, "client": np.zeros(n, dtype=bool)}
     for field in peer_value_fields():
         values = getattr(peers, field).sample(rng, n)
@@ -48,8 +52,8 @@ def resolve_peers(peers: Peers, rng: np.random.Generator) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-def _assign_classes(peers: Peers, rng: np.random.Generator) -> np.ndarray:
+def _assign_classes(peers: Peers, rng: np.random.Generator, n: int) -> np.ndarray:
     if not peers.classes:
-        return np.zeros(peers.count, dtype=np.int64)
-    counts = largest_remainder([c.fraction for c in peers.classes], peers.count)
+        return np.zeros(n, dtype=np.int64)
+    counts = largest_remainder([c.fraction for c in peers.classes], n)
     return rng.permutation(np.repeat(np.arange(len(counts)), counts))

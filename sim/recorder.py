@@ -32,10 +32,19 @@ class Sample:
     mean_drift: float
 
 
-def statistics(estimate: Any, present: np.ndarray, mean0: Any) -> Sample:
-    """Variance, error to the initial mean, variance over present peers, mean drift."""
+def statistics(
+    estimate: Any, present: np.ndarray, mean0: Any, exists: np.ndarray | None = None
+) -> Sample:
+    """Variance, error to the initial mean, variance over present peers, mean drift.
+
+    ``exists`` (with ``churn.joins``/``leaves``) restricts every statistic to the peers
+    that exist now; ``present`` must then be a subset of it.
+    """
     xp = array_namespace(estimate)
     x = xp.astype(estimate, xp.float64)
+    if exists is not None and not exists.all():
+        x = xp.take(x, xp.asarray(np.flatnonzero(exists)), axis=0)
+        present = present[exists]
     mean = xp.mean(x, axis=0)
     var = float(xp.mean((x - mean) ** 2))
     drift = float(xp.sqrt(xp.mean((mean - mean0) ** 2)))

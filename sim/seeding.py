@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-COMPONENTS = ("peers", "churn", "protocol", "init", "network", "rejoin")
+COMPONENTS = ("peers", "churn", "protocol", "init", "network", "rejoin", "membership")
 
 
 def component_rng(seed: int, component: str) -> np.random.Generator:

@@ -34,6 +34,7 @@ def churn_process(
     schedule: ChurnSchedule,
     on_down: PeersCallback,
     on_up: PeersCallback,
+    on_membership: Callable[[np.ndarray, np.ndarray], None] | None = None,
 ) -> Generator[simpy.Event, Any, None]:
     """A SimPy process generator: apply ``schedule`` in simulated time.
 
@@ -47,6 +48,9 @@ def churn_process(
         Called with the (k,) sorted intp array of peers preempted at ``env.now``.
     on_up
         Called with the (k,) sorted intp array of peers back at ``env.now``.
+    on_membership
+        Called with ``(joined, left)`` when peers start or stop existing
+        (``churn.joins``/``leaves``), before ``on_down``.
 
     Notes
     -----
@@ -64,6 +68,8 @@ def churn_process(
         delay_s = change.time_s - env.now
         if delay_s > 0:
             yield env.timeout(delay_s)
+        if on_membership is not None and (change.joined.size or change.left.size):
+            on_membership(change.joined, change.left)
         if change.down.size:
             on_down(change.down)
         if change.up.size:

@@ -31,6 +31,12 @@ class RoundChurn:
         self.schedule = schedule
         self.n_peers = schedule.n_peers
 
+    @property
+    def exists(self) -> np.ndarray | None:
+        """(n_peers,) bool: who exists now (``churn.joins``/``leaves``), or None."""
+        exists = getattr(self.schedule, "exists", None)
+        return None if exists is None else exists.copy()
+
     def present(self, t: int) -> np.ndarray:
         """(n_peers,) bool mask of the peers present in round ``t`` (non-decreasing t)."""
         return self.schedule.present_at(float(t))

@@ -30,13 +30,21 @@ from sim.churn.trace import Trace, load_trace
 from sim.errors import ScenarioError
 from sim.scenario import churn as sections
 
+_NONE = np.zeros(0, dtype=np.intp)
+
 
 class ChurnChange(NamedTuple):
-    """One step of a schedule: at ``time_s`` peers ``down`` leave and peers ``up`` return."""
+    """One step of a schedule: at ``time_s`` peers ``down`` leave and peers ``up`` return.
+
+    With ``churn.joins``/``leaves``, ``joined`` and ``left`` list the peers that start or
+    stop existing at that instant (whether or not their presence changes).
+    """
 
     time_s: float
     down: np.ndarray
     up: np.ndarray
+    joined: np.ndarray = _NONE
+    left: np.ndarray = _NONE
 
 
 class ChurnSchedule:

@@ -44,12 +44,34 @@ ClassSelector = Annotated[
 ]
 
 
+class PopulationChange(BaseModel):
+    """Permanent joins or leaves: ``count`` of them, at Poisson times of ``rate``
+    (per second on the network clock, per round on the rounds clock)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    count: int = Field(ge=0)
+    rate: float
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_positive(cls, rate: float) -> float:
+        return _positive(rate, "rate")
+
+
 class ChurnBase(BaseModel):
     """Keys common to every churn model."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     rejoin: Literal["keep", "reset", "fetch"] = "keep"
+    joins: PopulationChange | None = None
+    leaves: PopulationChange | None = None
+
+    @property
+    def joining(self) -> int:
+        """How many peers join during the run (they exist only from their join time)."""
+        return self.joins.count if self.joins is not None else 0
 
 
 def _positive(value: float, what: str) -> float:
