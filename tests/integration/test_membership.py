@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import takewhile
+
 import numpy as np
 import pytest
 
@@ -13,21 +15,12 @@ from sim.scenario.churn import PopulationChange
 from sim.vectors import initial_vectors
 
 
-def steps(schedule, until):
-    out = []
-    for change in schedule:
-        if change.time_s > until:
-            break
-        out.append(change)
-    return out
-
-
 def test_joiners_come_up_and_leavers_go_down_for_good():
     rng = np.random.default_rng(0)
     joins, leaves = PopulationChange(count=3, rate=1.0), PopulationChange(count=2, rate=0.5)
     schedule = MembershipSchedule(ChurnSchedule(8), 5, joins, leaves, rng)
     assert schedule.present.sum() == 5
-    changes = steps(schedule, 100.0)
+    changes = list(takewhile(lambda change: change.time_s <= 100.0, schedule))
     joined = np.concatenate([c.joined for c in changes])
     left = np.concatenate([c.left for c in changes])
     assert joined.tolist() == [5, 6, 7]  # in order
