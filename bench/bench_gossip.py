@@ -3,6 +3,10 @@
 - pairwise_gossip and a2cid2 on a ring of N = 1024 peers, dim = 64, 50 time units:
   exchanges simulated per second, and their ratio to raw SimPy timeouts per second
   (one SimPy process looping on ``env.timeout``) measured in the same process run.
+- E1 (performance.md): pairwise_gossip on the network clock (continuous time, every
+  exchange two flows of S bytes), ring of N = 1024, dim = 64, 100 Mbit/s peers with
+  10 ms latency, ``E1_SECONDS`` simulated seconds (≈ 10^5 exchanges started): exchanges
+  per second ÷ SimPy timeouts per second, target ≥ 0.2.
 - E2 (performance.md): a2cid2 on a ring of N = 4096, dim = 16, 100 time units:
   exchanges per second and the same ratio. E2's target is 3 × E1's exchange rate, and
   E1 (network clock) must reach 0.2 × SimPy's timeouts, so the ratio to SimPy that
@@ -23,6 +27,8 @@ import simpy
 import sim
 
 TIMEOUTS = 200_000
+#: Simulated seconds of E1: 512 rings/s on the ring of 1024, ≈ 10^5 exchanges started.
+E1_SECONDS = 200.0
 
 
 def simpy_timeouts_per_s(count: int = TIMEOUTS) -> float:
@@ -55,6 +61,29 @@ def exchanges_per_s(protocol: str, n_peers: int, dim: int, time_units: int) -> f
     return summary["messages"] / 2 / summary["wall_time_s"]
 
 
+def network_exchanges_per_s(n_peers: int, dim: int, seconds: float) -> tuple[float, int]:
+    """E1: (exchanges per wall second, exchanges) of pairwise_gossip on the network clock."""
+    scenario = sim.scenario_from_mapping(
+        {
+            "name": "bench-e1",
+            "clock": "network",
+            "peers": {
+                "count": n_peers,
+                "upload": "100 Mbit/s",
+                "download": "100 Mbit/s",
+                "latency": "10 ms",
+            },
+            "vector": {"dim": dim, "dtype": "float64"},
+            "protocol": {"name": "pairwise_gossip", "topology": "ring"},
+            "stop": {"max_time": seconds, "max_rounds": None, "target_var": 0},
+            "metrics": {"every": seconds},
+        }
+    )
+    summary = sim.run(scenario, seed=0).summary
+    exchanges = summary["messages"] // 2
+    return exchanges / summary["wall_time_s"], exchanges
+
+
 def paired(repeats: int, *workload) -> tuple[float, float]:
     """Best exchanges/s of ``workload`` and best SimPy timeouts/s, measured alternately."""
     rates, simpy_rates = [], []
@@ -70,6 +99,20 @@ def run() -> list[tuple[str, float, str, str]]:
         rate, simpy_rate = paired(3, protocol, 1024, 64, 50)
         figures.append((f"{protocol} ring 1024 dim 64", rate, "exchanges/s", "rounds clock"))
         figures.append((f"{protocol} / SimPy timeouts", rate / simpy_rate, "ratio", "same run"))
+    e1, simpy_e1, count = [], [], 0
+    for _ in range(3):
+        simpy_e1.append(simpy_timeouts_per_s())
+        rate, count = network_exchanges_per_s(1024, 64, E1_SECONDS)
+        e1.append(rate)
+    figures.append(
+        (
+            "E1 pairwise_gossip network ring 1024 dim 64",
+            max(e1),
+            "exchanges/s",
+            f"{count} exchanges",
+        )
+    )
+    figures.append(("E1 / SimPy timeouts", max(e1) / max(simpy_e1), "ratio", "target >= 0.2"))
     e2, simpy_rate = paired(3, "a2cid2", 4096, 16, 100)
     figures.append(("SimPy raw timeouts", simpy_rate, "timeouts/s", "same process"))
     figures.append(("E2 a2cid2 ring 4096 dim 16", e2, "exchanges/s", "100 time units"))

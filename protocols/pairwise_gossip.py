@@ -15,6 +15,13 @@ binds here and ``counters["skipped_busy"]`` stays 0; it matters on the network c
 The exchanges are applied in waves of disjoint pairs (:func:`apply_exchanges`), which
 is exactly the one-by-one result.
 
+Network clock: continuous time (:mod:`protocols._async_net`). The same clocks ring in
+seconds; an exchange sends both vectors as two flows of S bytes and applies
+x_i ← x_i − (s_i − s_j)/2, x_j ← x_j + (s_i − s_j)/2 with the snapshots s sent, once both
+flows have completed; a failed flow cancels it for both ends (``counters["cancelled"]``).
+A peer is in at most ``max_concurrent`` exchanges; a ring on a busy end is skipped
+(``counters["skipped_busy"]``).
+
 Messages: each exchange sends both vectors: 2 messages, 2·S bytes (S = dim × itemsize).
 
 Invariants (tests cite this table):
@@ -34,10 +41,13 @@ Inf. Theory 52(6), 2006.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any, Literal
 
 import numpy as np
+import simpy
 
+from protocols._async_net import RunEnv, exchange_process
 from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, waves
 from protocols.base import RoundStats, State
 from sim.kernels import pairwise_delta
@@ -74,9 +84,14 @@ class PairwiseGossip(EdgeClockProtocol):
 
     Params = PairwiseGossipParams
     description = "asynchronous pairwise gossip on Poisson edge clocks (Boyd et al.)"
+    network_clock = True
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One unit of time: the round's exchanges at their ring times, in order."""
         _, i, j = self.ring_round(present)
         state.x = apply_exchanges(state.x, i, j)
         return self.exchange_stats(i.size)
+
+    def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:
+        """SimPy process body of the network clock: exchanges as flows, in continuous time."""
+        return exchange_process(self, run)

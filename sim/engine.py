@@ -7,8 +7,10 @@ everything a run touches hangs off :class:`Run`.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,16 @@ from sim.summary import summarize
 from sim.vectors import initial_vectors
 
 Progress = Callable[[float], None]
+
+
+@dataclass
+class NetEnv:
+    """What a continuous-time protocol process gets from the run (network clock)."""
+
+    env: simpy.Environment
+    net: FlowNetwork
+    present: np.ndarray  # shared with churn: True = present now
+    state: State
 
 
 class Run:
@@ -115,8 +127,12 @@ class Run:
                 progress(min(1.0, self.rounds / max_rounds))
 
     def network_process(self, progress: Progress | None) -> Any:
-        """The network clock: barrier rounds of flows until a stop rule fires."""
+        """The network clock: barrier rounds of flows until a stop rule fires, or the
+        protocol's own process (:meth:`continuous_process`) when it has one."""
         clock = self.network_clock()
+        if self.continuous:
+            yield from self.continuous_process(clock, progress)
+            return
         stop = self.scenario.stop
         yield self.env.timeout(0)  # let the churn process apply its time-0 step first
         done = self.observe(clock.present, first=True)
@@ -129,6 +145,45 @@ class Run:
             done = self.observe(clock.present)
             if progress is not None and stop.max_time:
                 progress(min(1.0, self.env.now / stop.max_time))
+
+    @property
+    def continuous(self) -> bool:
+        """True when the protocol runs on the network clock in continuous time (it has a
+        ``network_process``) rather than in barrier rounds."""
+        return callable(getattr(self.protocol, "network_process", None))
+
+    def continuous_process(self, clock: NetworkClock, progress: Progress | None) -> Any:
+        """The network clock in continuous time: the protocol's own process sends flows
+        whenever it likes; this sampler measures every ``metrics.every`` seconds (and at
+        ``stop.max_rounds`` seconds) until a stop rule fires. ``rounds`` = whole seconds
+        elapsed."""
+        stop, every = self.scenario.stop, self.scenario.metrics.every
+        yield self.env.timeout(0)  # let the churn process apply its time-0 step first
+        done = self.observe(clock.present, first=True)
+        protocol: Any = self.protocol
+        self.env.process(
+            protocol.network_process(NetEnv(self.env, clock.net, clock.present, self.state))
+        )
+        k = 0
+        while not done:
+            k += 1
+            at = k * every
+            if stop.max_rounds is not None and self.env.now < stop.max_rounds:
+                at = min(at, float(stop.max_rounds))
+            yield self.env.timeout(max(at - self.env.now, 0.0))
+            self._net_traffic()
+            done = self.observe(clock.present)
+            if progress is not None and stop.max_time:
+                progress(min(1.0, self.env.now / stop.max_time))
+
+    def _net_traffic(self) -> None:
+        """Bring ``bytes_sent``, ``messages`` (and ``rounds`` in continuous time) up to date."""
+        clock = self.clock
+        if self.continuous:
+            self.rounds = math.floor(self.env.now + 1e-9)
+            self.bytes_sent, self.messages = clock.net.bytes_sent_total, clock.net.flows_started
+        else:
+            self.bytes_sent, self.messages = clock.net.bytes_sent_total, clock.messages
 
     def network_clock(self) -> NetworkClock:
         """The flow network of the run's peers and the clock that sends rounds over it."""
@@ -153,10 +208,9 @@ class Run:
     def finish_network(self) -> None:
         """After ``max_time`` cut a run short: bring the traffic counters up to date and
         record the final state."""
-        clock = self.clock
-        self.bytes_sent, self.messages = clock.net.bytes_sent_total, clock.messages
+        self._net_traffic()
         if self.recorder.rows[-1][2] != float(self.env.now):
-            self.observe(clock.present, first=True)
+            self.observe(self.clock.present, first=True)
 
     def traffic(self) -> pd.DataFrame:
         """Per-peer bytes out and in over the run (network clock; partial flows count)."""
