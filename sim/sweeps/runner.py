@@ -21,7 +21,7 @@ from sim.errors import ResultExistsError
 from sim.results import atomic_write_text, write_parquet
 from sim.sweeps.executors import Task, default_workers, execute
 from sim.sweeps.journal import Journal
-from sim.sweeps.plan import RunSpec, expand, show
+from sim.sweeps.plan import RunSpec, case_labels, expand, show
 from sim.sweeps.spec import Sweep, SweepSpec, as_sweep, spec_yaml
 from sim.sweeps.table import Table, markdown, sweep_table
 
@@ -169,7 +169,9 @@ def _finish(
 ) -> SweepResult:
     runs = runs_frame(plan, done)
     shown = runs_frame(plan, done, as_written=True)
-    table = sweep_table(shown, [*sweep.spec.grid, "case"], sweep.spec.report)
+    spec = sweep.spec
+    baseline = None if spec.baseline is None else case_labels(spec.cases)[spec.baseline]
+    table = sweep_table(shown, [*spec.grid, "case"], spec.report, baseline)
     write_parquet(folder / "runs.parquet", arrow_safe(runs))
     atomic_write_text(folder / "table.md", markdown(table, sweep.spec.name, TABLE_NOTE))
     atomic_write_text(folder / "sweep.yaml", spec_yaml(sweep))

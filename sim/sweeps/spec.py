@@ -44,6 +44,16 @@ class SweepSpec(BaseModel):
     cases: list[dict[str, Any]] = Field(default_factory=_one_empty_case, min_length=1)
     grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(default_factory=dict)
     report: list[str] = Field(default_factory=lambda: ["rounds_to_target"], min_length=1)
+    baseline: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _baseline_is_a_case(self) -> SweepSpec:
+        if self.baseline is not None and self.baseline >= len(self.cases):
+            raise ValueError(
+                f"expected baseline to index a case (0 … {len(self.cases) - 1}), "
+                f"got {self.baseline}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_base(self) -> SweepSpec:

@@ -1,7 +1,9 @@
 """The sweep's table: one row per grid cell × case, the mean of each report field.
 
 A field that is ``null`` in some runs (a target never reached) shows the mean over the
-runs that have it followed by ``(k/n)``; ``never (0/n)`` when no run has it.
+runs that have it followed by ``(k/n)``; ``never (0/n)`` when no run has it. With a
+``baseline`` case, each report field also gets a ``speed-up`` column: the baseline's
+mean in the same grid cell over this row's mean (both over the runs that have a value).
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ import pandas as pd
 Table = tuple[list[str], list[list[str]]]
 
 
-def sweep_table(runs: pd.DataFrame, group_by: Sequence[str], report: Sequence[str]) -> Table:
+def sweep_table(
+    runs: pd.DataFrame,
+    group_by: Sequence[str],
+    report: Sequence[str],
+    baseline: str | None = None,
+) -> Table:
     """Headers and text rows: the ``group_by`` columns, then one column per report field.
 
     Parameters
@@ -26,15 +33,46 @@ def sweep_table(runs: pd.DataFrame, group_by: Sequence[str], report: Sequence[st
         Columns that identify a row of the table (the grid keys, then ``case``).
     report
         Summary fields to average over the repeats.
+    baseline
+        Label of the case the others are compared with (adds ``<field> speed-up``).
     """
     headers = [*group_by, *report]
-    rows = []
+    if baseline is not None:
+        headers += [f"{field} speed-up" for field in report]
     keys = [runs[column].map(show_key) for column in group_by]
     grouped = runs.groupby(keys, sort=False) if keys else [((), runs)]
+    rows = []
     for key, group in grouped:
         cells = [str(k) for k in key] if isinstance(key, tuple) else [str(key)]
-        rows.append(cells + [mean_cell(group.get(field)) for field in report])
+        cells += [mean_cell(group.get(field)) for field in report]
+        if baseline is not None:
+            base = _baseline_runs(runs, group_by, group, baseline)
+            cells += [_speedup(base.get(field), group.get(field)) for field in report]
+        rows.append(cells)
     return headers, rows
+
+
+def _baseline_runs(
+    runs: pd.DataFrame, group_by: Sequence[str], group: pd.DataFrame, baseline: str
+) -> pd.DataFrame:
+    """The baseline case's runs in the grid cell of ``group``."""
+    same = runs["case"] == baseline
+    for column in group_by:
+        if column != "case":
+            same &= runs[column].map(show_key) == show_key(group[column].iloc[0])
+    return runs[same]
+
+
+def _mean(values: pd.Series | None) -> float:
+    if values is None:
+        return math.nan
+    present = pd.to_numeric(values, errors="coerce").dropna()
+    return float(present.mean()) if len(present) else math.nan
+
+
+def _speedup(base: pd.Series | None, values: pd.Series | None) -> str:
+    ratio = _mean(base) / _mean(values)
+    return format_number(ratio) if math.isfinite(ratio) else "—"
 
 
 def mean_cell(values: pd.Series | None) -> str:

@@ -249,3 +249,28 @@ def test_an_unreachable_dask_scheduler_is_a_one_line_error(tmp_path: Path, monke
     monkeypatch.setattr(executors, "DASK_CONNECT_TIMEOUT", "1s")
     with pytest.raises(AvsimError, match="--scheduler"):
         sweep(spec(grid={}), out=tmp_path / "out", scheduler="tcp://127.0.0.1:9")
+
+
+def test_baseline_adds_speed_up_columns_per_grid_cell():
+    runs = pd.DataFrame(
+        {
+            "peers.count": [8, 8, 8, 8, 16, 16],
+            "case": ["slow", "slow", "fast", "fast", "slow", "fast"],
+            "rounds_to_target": [10.0, 14.0, 4.0, None, 30.0, 10.0],
+        }
+    )
+    headers, rows = sweep_table(runs, ["peers.count", "case"], ["rounds_to_target"], "slow")
+    assert headers[-1] == "rounds_to_target speed-up"
+    speedups = {(row[0], row[1]): row[-1] for row in rows}
+    assert speedups == {
+        ("8", "slow"): "1",
+        ("8", "fast"): "3",
+        ("16", "slow"): "1",
+        ("16", "fast"): "3",
+    }
+
+
+def test_baseline_must_index_a_case(tmp_path):
+    data = {"name": "s", "scenario": {"protocol": {"name": "all_reduce"}}, "baseline": 2}
+    with pytest.raises(ScenarioError, match="baseline"):
+        sweep_from_mapping(data)
