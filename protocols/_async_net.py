@@ -1,26 +1,42 @@
-"""Edge-clock exchanges on the ``network`` clock: continuous time, every vector a flow.
+"""Continuous-time protocols on the ``network`` clock: Poisson rings, every vector a flow.
 
-The edge clocks ring as on the rounds clock — :class:`~protocols._edge_clocks.PoissonClocks`
-draws one unit of time at a time (superposition: Poisson(Σλ) rings, uniform times, edge
-∝ λ), so for one seed the ring times and edges are exactly the rounds clock's. At a ring
-on edge (i, j):
+The clocks ring as on the rounds clock — :class:`~protocols._edge_clocks.PoissonClocks`
+draws one unit of time at a time (superposition: Poisson(Σλ) rings, uniform times, clock
+∝ λ) — so for one seed the ring times and clocks are exactly the rounds clock's
+(:func:`ring_loop`, shared by both kinds of process below).
+
+Edge exchanges (:func:`exchange_process`: ``pairwise_gossip``, ``a2cid2``). At a ring on
+edge (i, j):
 
 - an end that is absent → the ring is skipped (``counters["skipped_absent"]``);
 - an end already in ``max_concurrent`` exchanges → skipped (``counters["skipped_busy"]``);
-- otherwise the exchange starts (``counters["exchanges"]``): m = (s_i − s_j)/2 is taken
-  from the rows **now** (the snapshots sent), and two flows of S bytes go i → j and
-  j → i. When both have completed, x_i ← x_i − m and x_j ← x_j + m
-  (``counters["completed"]``): the pair's sum changes by −m + m, so the global sum is
-  preserved to round-off however exchanges overlap. If a flow fails (an end was
-  preempted), the exchange is cancelled for both ends, nothing is applied and both ends
-  are free again at that instant (``counters["cancelled"]``).
+- otherwise the exchange starts (``counters["exchanges"]``): the protocol's ``snapshot``
+  takes what is sent from the rows **now** (pairwise gossip: m = (s_i − s_j)/2), and two
+  flows of S bytes go i → j and j → i. When both have completed, the protocol's
+  ``apply`` moves the pair by deltas computed from the snapshot (pairwise gossip:
+  x_i ← x_i − m, x_j ← x_j + m; ``counters["completed"]``): the pair's sum changes by
+  −m + m, so the global sum is preserved to round-off however exchanges overlap. If a
+  flow fails (an end was preempted), the exchange is cancelled for both ends, nothing is
+  applied and both ends are free again at that instant (``counters["cancelled"]``).
+
+Pushes (:func:`push_process`: ``push_sum``). At a ring of peer i's clock a target j is
+drawn uniformly among i's out-neighbours (drawn right after the window's rings, as on
+the rounds clock). A ring of an isolated peer (``skipped_isolated``), with an absent end
+(``skipped_absent``) or while i's previous push is still in flight (``skipped_busy``) is
+skipped; otherwise (``pushes``) i sends h = (x_i, w_i)/2 **as of now** to j as one flow
+of S + itemsize bytes. On delivery (``completed``) x_i −= h_x, w_i −= h_w,
+x_j += h_x, w_j += h_w: the share leaves the sender only when it arrives, so Σx and Σw
+are preserved to round-off. A failed flow (either end preempted) delivers nothing and
+the sender keeps everything (``cancelled``). One push in flight per sender keeps w_i > 0:
+between send and delivery w_i only grows (receipts), so after delivery
+w_i ≥ w_i(send)/2 > 0; a receiver is never busy.
 
 The straggler ``delay`` of peers does not apply here (it is a per-round start delay).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,6 +48,11 @@ from sim.kernels import pairwise_delta
 #: Simulated time drawn from the clocks at once (the rounds clock's round).
 WINDOW = 1.0
 
+#: ``snapshot(i, j)``: what an exchange sends, taken at its start.
+Snapshot = Callable[[int, int], Any]
+#: ``apply(i, j, sent)``: applies a completed exchange from its snapshot.
+Apply = Callable[[int, int, Any], None]
+
 
 class RunEnv(Protocol):
     """What a continuous-time protocol process needs from the run."""
@@ -42,15 +63,50 @@ class RunEnv(Protocol):
     state: State
 
 
-class _Exchange:
-    """One exchange in flight: its ends, m = (s_i − s_j)/2 and how many flows are left."""
+def move(x: Any, i: int, j: int, delta: Any) -> Any:
+    """x_i ← x_i − delta, x_j ← x_j + delta (i ≠ j; ``delta`` a (dim,) row of x's
+    backend). numpy arrays are updated in place; returns the new array otherwise."""
+    if isinstance(x, np.ndarray):
+        x[i] -= delta
+        x[j] += delta
+        return x
+    return pairwise_delta(x, np.array([i]), np.array([j]), delta[None, :], -delta[None, :])
 
-    __slots__ = ("busy", "counters", "i", "j", "left", "m", "state")
+
+def ring_loop(
+    env: simpy.Environment,
+    clocks: Any,
+    rng: np.random.Generator,
+    plan: Callable[[np.ndarray], Sequence[Any]],
+    on_ring: Callable[[Any], None],
+) -> Generator[simpy.Event, Any, None]:
+    """Ring ``clocks`` (a :class:`~protocols._edge_clocks.PoissonClocks`) forever from
+    ``env.now``, one :data:`WINDOW` per draw; ``plan(picked)`` turns a window's rung
+    clocks into one item per ring (it may draw more from ``rng``, after the rings), and
+    ``on_ring(item)`` runs at each ring's time, in order."""
+    timeout = env.timeout
+    start = float(env.now)
+    window = 0
+    while True:
+        times, picked = clocks.ring(rng, WINDOW)
+        base = start + window * WINDOW
+        window += 1
+        if times.size:
+            for at, item in zip((times + base).tolist(), plan(picked), strict=True):
+                yield timeout(max(at - env.now, 0.0))
+                on_ring(item)
+        yield timeout(max(base + WINDOW - env.now, 0.0))
+
+
+class _Exchange:
+    """One exchange in flight: its ends, its snapshot and how many flows are left."""
+
+    __slots__ = ("apply", "busy", "counters", "i", "j", "left", "sent")
 
     def __init__(
-        self, i: int, j: int, m: Any, state: State, busy: list[int], counters: dict
+        self, i: int, j: int, sent: Any, apply: Apply, busy: list[int], counters: dict
     ) -> None:
-        self.i, self.j, self.m, self.state = i, j, m, state
+        self.i, self.j, self.sent, self.apply = i, j, sent, apply
         self.busy, self.counters, self.left = busy, counters, 2
 
     def on_end(self, event: simpy.Event) -> None:
@@ -61,14 +117,7 @@ class _Exchange:
             self.left -= 1
             if self.left:
                 return
-            x, i, j, m = self.state.x, self.i, self.j, self.m
-            if isinstance(x, np.ndarray):
-                x[i] -= m
-                x[j] += m
-            else:
-                self.state.x = pairwise_delta(
-                    x, np.array([i]), np.array([j]), m[None, :], -m[None, :]
-                )
+            self.apply(self.i, self.j, self.sent)
             self.counters["completed"] += 1
         else:
             self.left = 0
@@ -77,47 +126,118 @@ class _Exchange:
         self.busy[self.j] -= 1
 
 
-def exchange_process(protocol: Any, run: RunEnv) -> Generator[simpy.Event, Any, None]:
+def pairwise_rules(state: State) -> tuple[Snapshot, Apply]:
+    """Pairwise gossip's exchange: snapshot m = (s_i − s_j)/2; x_i −= m, x_j += m."""
+
+    def snapshot(i: int, j: int) -> Any:
+        x = state.x
+        return (x[i, ...] - x[j, ...]) * 0.5
+
+    def apply(i: int, j: int, m: Any) -> None:
+        state.x = move(state.x, i, j, m)
+
+    return snapshot, apply
+
+
+def exchange_process(
+    protocol: Any, run: RunEnv, rules: tuple[Snapshot, Apply] | None = None
+) -> Generator[simpy.Event, Any, None]:
     """SimPy process body: ring the edge clocks of ``protocol`` forever, in simulated
     seconds, starting exchanges over ``run.net`` (see the module docstring).
 
     ``protocol`` is an :class:`~protocols._edge_clocks.EdgeClockProtocol` (``edges``,
-    ``clocks``, ``counters``, ``params.max_concurrent``, ``ctx``).
+    ``clocks``, ``counters``, ``params.max_concurrent``, ``ctx``); ``rules`` its
+    (snapshot, apply) pair, default :func:`pairwise_rules`.
     """
-    env, net, present, state = run.env, run.net, run.present, run.state
-    ctx, counters = protocol.ctx, protocol.counters
+    present, counters, ctx = run.present, protocol.counters, protocol.ctx
     for key in ("completed", "cancelled"):
         counters.setdefault(key, 0)
-    ends_i = protocol.edges[:, 0].tolist()
-    ends_j = protocol.edges[:, 1].tolist()
+    snapshot, apply = pairwise_rules(run.state) if rules is None else rules
+    ends = list(zip(protocol.edges[:, 0].tolist(), protocol.edges[:, 1].tolist(), strict=True))
     cap = int(protocol.params.max_concurrent)
     nbytes = float(ctx.vector_bytes)
     busy = [0] * ctx.n_peers
-    send, timeout = net.send, env.timeout
-    start = float(env.now)
-    window = 0
-    while True:
-        times, picked = protocol.clocks.ring(ctx.rng, WINDOW)
-        base = start + window * WINDOW
-        window += 1
-        if times.size == 0:
-            yield timeout(max(base + WINDOW - env.now, 0.0))
-            continue
-        for at, edge in zip((times + base).tolist(), picked.tolist(), strict=True):
-            yield timeout(max(at - env.now, 0.0))
-            i, j = ends_i[edge], ends_j[edge]
-            counters["rings"] += 1
-            if not (present[i] and present[j]):
-                counters["skipped_absent"] += 1
-                continue
-            if busy[i] >= cap or busy[j] >= cap:
-                counters["skipped_busy"] += 1
-                continue
-            counters["exchanges"] += 1
-            busy[i] += 1
-            busy[j] += 1
-            x = state.x
-            exchange = _Exchange(i, j, (x[i] - x[j]) * 0.5, state, busy, counters)
-            send(i, j, nbytes).done.callbacks.append(exchange.on_end)
-            send(j, i, nbytes).done.callbacks.append(exchange.on_end)
-        yield timeout(max(base + WINDOW - env.now, 0.0))
+    send = run.net.send
+
+    def plan(picked: np.ndarray) -> list[tuple[int, int]]:
+        return [ends[edge] for edge in picked.tolist()]
+
+    def on_ring(pair: tuple[int, int]) -> None:
+        i, j = pair
+        counters["rings"] += 1
+        if not (present[i] and present[j]):
+            counters["skipped_absent"] += 1
+            return
+        if busy[i] >= cap or busy[j] >= cap:
+            counters["skipped_busy"] += 1
+            return
+        counters["exchanges"] += 1
+        busy[i] += 1
+        busy[j] += 1
+        exchange = _Exchange(i, j, snapshot(i, j), apply, busy, counters)
+        send(i, j, nbytes).done.callbacks.append(exchange.on_end)
+        send(j, i, nbytes).done.callbacks.append(exchange.on_end)
+
+    return ring_loop(run.env, protocol.clocks, ctx.rng, plan, on_ring)
+
+
+class _Push:
+    """One push in flight: sender, target and the half (h_x, h_w) sent."""
+
+    __slots__ = ("busy", "counters", "half_w", "half_x", "i", "j", "state")
+
+    def __init__(self, i: int, j: int, state: State, busy: list[bool], counters: dict) -> None:
+        self.i, self.j, self.state, self.busy, self.counters = i, j, state, busy, counters
+        self.half_x = state.x[i, ...] * 0.5
+        self.half_w = state.extra["w"][i, ...] * 0.5
+
+    def on_end(self, event: simpy.Event) -> None:
+        """Callback of the flow's ``done``: deliver the half, or keep everything."""
+        if event.ok:
+            state = self.state
+            state.x = move(state.x, self.i, self.j, self.half_x)
+            state.extra["w"] = move(state.extra["w"], self.i, self.j, self.half_w)
+            self.counters["completed"] += 1
+        else:
+            self.counters["cancelled"] += 1
+        self.busy[self.i] = False
+
+
+def push_process(protocol: Any, run: RunEnv) -> Generator[simpy.Event, Any, None]:
+    """SimPy process body: ring the peer clocks of ``protocol`` (``push_sum``) forever,
+    pushing half of (x_i, w_i) over ``run.net`` (see the module docstring).
+
+    ``protocol`` has ``clocks`` (one per peer), ``degree``, ``neighbours``, ``counters``
+    and ``ctx``.
+    """
+    present, counters, ctx, state = run.present, protocol.counters, protocol.ctx, run.state
+    for key in ("skipped_busy", "completed", "cancelled"):
+        counters.setdefault(key, 0)
+    degree, neighbours = protocol.degree, protocol.neighbours
+    nbytes = float(ctx.vector_bytes + ctx.itemsize)
+    busy = [False] * ctx.n_peers
+    send, rng = run.net.send, ctx.rng
+
+    def plan(senders: np.ndarray) -> list[tuple[int, int, bool]]:
+        slot = np.floor(rng.random(senders.size) * degree[senders]).astype(np.intp)
+        targets = neighbours[senders, slot]
+        isolated = degree[senders] == 0
+        return list(zip(senders.tolist(), targets.tolist(), isolated.tolist(), strict=True))
+
+    def on_ring(push: tuple[int, int, bool]) -> None:
+        i, j, isolated = push
+        counters["rings"] += 1
+        if isolated:
+            counters["skipped_isolated"] += 1
+            return
+        if not (present[i] and present[j]):
+            counters["skipped_absent"] += 1
+            return
+        if busy[i]:
+            counters["skipped_busy"] += 1
+            return
+        counters["pushes"] += 1
+        busy[i] = True
+        send(i, j, nbytes).done.callbacks.append(_Push(i, j, state, busy, counters).on_end)
+
+    return ring_loop(run.env, protocol.clocks, rng, plan, on_ring)

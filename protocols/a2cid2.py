@@ -21,6 +21,19 @@ Rounds clock: one round is one unit of time; the round's exchanges happen at the
 Poisson times, applied in waves of disjoint pairs, each end brought forward to its own
 exchange's time (:func:`apply_events`, the one-by-one result).
 
+Network clock: continuous time (:func:`protocols._async_net.exchange_process`). Edges
+ring as in pairwise_gossip, in seconds; an exchange "also costs its transfer time, and
+values are those sent at its start": at the ring both ends are brought forward to now
+and x_i, x_j are snapshotted (m = s_i − s_j), then two flows of S bytes go i → j and
+j → i. When both have completed, both ends' (x, x̃) are brought forward to the
+completion time and the exchange is applied with the snapshot's m: x_i −= m/2,
+x̃_i −= α̃·m, x_j += m/2, x̃_j += α̃·m. A failed flow cancels it for both ends; a peer is
+in at most ``max_concurrent`` exchanges. :meth:`A2cid2.sync` brings every peer to the
+sampling time before the engine measures. Σx is kept at every sync: each completed
+exchange adds opposite amounts to x_i − x̃_i and x_j − x̃_j at one instant, which then
+decay alike. Rejoin ``fetch`` copies the source's (x, x̃) as last brought forward, not
+as of now (``reset`` and ``keep`` are exact).
+
 Messages: each exchange sends both x vectors (x̃ stays local): 2 messages, 2·S bytes.
 
 Invariants (tests cite this table):
@@ -28,7 +41,7 @@ Invariants (tests cite this table):
 | quantity | guarantee | failure modes |
 | --- | --- | --- |
 | Σ_i (x_i + x̃_i) | preserved (round-off) | all |
-| Σ_i x_i at round ends, when x̃(0) = x(0) | preserved (round-off) | all |
+| Σ_i x_i at round ends (network: at ``sync``), when x̃(0) = x(0) | preserved (round-off) | all |
 | equal vectors with x̃ = x | unchanged | all |
 | E[(x, x̃)(t)] | exp(A t)·(x(0), x̃(0)), A of :func:`expected_generator` | none |
 | slowest decay rate of E[x] − x̄ | ≈ η (vs 1/(2χ₁) for pairwise gossip) | none |
@@ -45,17 +58,21 @@ in Decentralized Deep Learning", NeurIPS 2023.
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
+import simpy
 from pydantic import Field
 
+from protocols._async_net import RunEnv, exchange_process, move
 from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, waves
 from protocols._spectra import GraphConstants, graph_constants
 from protocols.base import Context, RoundStats, State
 from sim.kernels import a2cid2_exchange, a2cid2_mix, mix_coefficient
-from sim.kernels._xp import namespace
+from sim.kernels._xp import namespace, take_rows
+from sim.kernels.mixing import put_rows
 
 #: Topologies whose rate-weighted graph is vertex-transitive: the edges at one peer
 #: carry every edge's effective resistance.
@@ -131,6 +148,7 @@ class A2cid2(EdgeClockProtocol):
 
     Params = A2cid2Params
     description = "A²CiD² continuous-momentum asynchronous gossip (Nabli et al. 2023)"
+    network_clock = True
 
     def __init__(self, params: A2cid2Params, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -141,6 +159,8 @@ class A2cid2(EdgeClockProtocol):
             alpha_tilde = alpha_tilde_default if alpha_tilde is None else alpha_tilde
         self.eta: float = eta
         self.alpha_tilde: float = alpha_tilde
+        #: Network clock: each peer's last lazy-mixing time (seconds).
+        self.last = np.zeros(ctx.n_peers)
 
     @property
     def defaults(self) -> tuple[float, float]:
@@ -165,6 +185,45 @@ class A2cid2(EdgeClockProtocol):
             state.x, state.extra["x_tilde"], times, i, j, self.eta, self.alpha_tilde
         )
         return self.exchange_stats(i.size)
+
+    def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:
+        """SimPy process body of the network clock: exchanges as flows, lazy mixing."""
+        state = run.state
+        env = run.env
+        self.last[:] = float(env.now)
+
+        def snapshot(i: int, j: int) -> Any:
+            self.forward(state, np.array([i, j]), float(env.now))
+            return state.x[i, ...] - state.x[j, ...]
+
+        def apply(i: int, j: int, m: Any) -> None:
+            self.forward(state, np.array([i, j]), float(env.now))
+            state.x = move(state.x, i, j, 0.5 * m)
+            state.extra["x_tilde"] = move(state.extra["x_tilde"], i, j, self.alpha_tilde * m)
+
+        return exchange_process(self, run, (snapshot, apply))
+
+    def forward(self, state: State, rows: np.ndarray, now: float) -> None:
+        """Bring peers ``rows`` (distinct) forward with the closed-form mixing to ``now``."""
+        c = mix_coefficient(now - self.last[rows], self.eta)
+        self.last[rows] = now
+        if not np.any(c):
+            return
+        x, x_tilde = state.x, state.extra["x_tilde"]
+        xp = namespace(x)
+        ends, ends_tilde = a2cid2_mix(take_rows(xp, x, rows), take_rows(xp, x_tilde, rows), c)
+        state.x, state.extra["x_tilde"] = (
+            put_rows(x, rows, ends),
+            put_rows(x_tilde, rows, ends_tilde),
+        )
+
+    def sync(self, state: State, now: float) -> None:
+        """Bring every peer forward to ``now`` (network clock; the engine calls it before
+        each measurement)."""
+        c = mix_coefficient(now - self.last, self.eta)
+        self.last[:] = now
+        if np.any(c):
+            state.x, state.extra["x_tilde"] = a2cid2_mix(state.x, state.extra["x_tilde"], c)
 
     def describe(self) -> dict[str, Any]:
         """χ₁, χ₂, η, α̃ in use, and the expected decay rates of E[x] − x̄ (per time unit)."""

@@ -18,6 +18,16 @@ Rounds clock: one round is one unit of time; the round's rings are drawn at once
 at their ring times, applied in waves of disjoint (sender, target) pairs — the
 one-by-one result, bit for bit.
 
+Network clock: continuous time (:func:`protocols._async_net.push_process`). The same
+clocks ring in seconds (same ring times, senders and targets as the rounds clock for one
+seed). A present sender with a present target and no push of its own in flight sends
+h = (x_i, w_i)/2 as of the ring as one flow of S + itemsize bytes; on delivery
+x_i −= h_x, w_i −= h_w, x_j += h_x, w_j += h_w (deltas of the snapshot, so Σx and Σw
+stay exact however pushes overlap). A failed flow (either end preempted) delivers
+nothing and the sender keeps everything (``counters["cancelled"]``). A ring while the
+sender's previous push is in flight is skipped (``counters["skipped_busy"]``); that one
+push in flight per sender keeps w_i > 0. Receiving never makes a peer busy.
+
 Messages: each delivered push is 1 message of S + one coordinate (x_i/2 and w_i/2).
 
 Invariants (tests cite this table):
@@ -37,11 +47,14 @@ Deep Learning", ICML 2019.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any, Literal
 
 import numpy as np
+import simpy
 from pydantic import Field
 
+from protocols._async_net import RunEnv, push_process
 from protocols._common import as_mask
 from protocols._edge_clocks import PoissonClocks, waves
 from protocols.base import Context, Protocol, RoundStats, State
@@ -70,6 +83,7 @@ class PushSum(Protocol):
 
     Params = PushSumParams
     description = "asynchronous push-sum on Poisson peer clocks (Kempe et al.)"
+    network_clock = True
 
     def __init__(self, params: PushSumParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -108,3 +122,7 @@ class PushSum(Protocol):
         state.x, state.extra["w"] = apply_pushes(state.x, state.extra["w"], senders, targets)
         pushes = senders.size
         return RoundStats(float(pushes * (self.ctx.vector_bytes + self.ctx.itemsize)), pushes)
+
+    def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:
+        """SimPy process body of the network clock: pushes as flows, in continuous time."""
+        return push_process(self, run)

@@ -172,9 +172,16 @@ class Run:
                 at = min(at, float(stop.max_rounds))
             yield self.env.timeout(max(at - self.env.now, 0.0))
             self._net_traffic()
+            self._sync()
             done = self.observe(clock.present)
             if progress is not None and stop.max_time:
                 progress(min(1.0, self.env.now / stop.max_time))
+
+    def _sync(self) -> None:
+        """Bring every peer's state to now (continuous protocols with lazy updates)."""
+        sync = getattr(self.protocol, "sync", None)
+        if sync is not None:
+            sync(self.state, float(self.env.now))
 
     def _net_traffic(self) -> None:
         """Bring ``bytes_sent``, ``messages`` (and ``rounds`` in continuous time) up to date."""
@@ -209,6 +216,7 @@ class Run:
         """After ``max_time`` cut a run short: bring the traffic counters up to date and
         record the final state."""
         self._net_traffic()
+        self._sync()
         if self.recorder.rows[-1][2] != float(self.env.now):
             self.observe(self.clock.present, first=True)
 
