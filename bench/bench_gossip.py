@@ -61,8 +61,10 @@ def exchanges_per_s(protocol: str, n_peers: int, dim: int, time_units: int) -> f
     return summary["messages"] / 2 / summary["wall_time_s"]
 
 
-def network_exchanges_per_s(n_peers: int, dim: int, seconds: float) -> tuple[float, int]:
-    """E1: (exchanges per wall second, exchanges) of pairwise_gossip on the network clock."""
+def network_exchanges_per_s(
+    n_peers: int, dim: int, seconds: float, protocol: str = "pairwise_gossip"
+) -> tuple[float, int]:
+    """(exchanges per wall second, exchanges) on the network clock (E1: pairwise_gossip)."""
     scenario = sim.scenario_from_mapping(
         {
             "name": "bench-e1",
@@ -74,7 +76,7 @@ def network_exchanges_per_s(n_peers: int, dim: int, seconds: float) -> tuple[flo
                 "latency": "10 ms",
             },
             "vector": {"dim": dim, "dtype": "float64"},
-            "protocol": {"name": "pairwise_gossip", "topology": "ring"},
+            "protocol": {"name": protocol, "topology": "ring"},
             "stop": {"max_time": seconds, "max_rounds": None, "target_var": 0},
             "metrics": {"every": seconds},
         }
@@ -113,6 +115,9 @@ def run() -> list[tuple[str, float, str, str]]:
         )
     )
     figures.append(("E1 / SimPy timeouts", max(e1) / max(simpy_e1), "ratio", "target >= 0.2"))
+    rate, count = network_exchanges_per_s(1024, 64, E1_SECONDS / 4, "a2cid2")
+    figures.append(("a2cid2 network ring 1024 dim 64", rate, "exchanges/s", f"{count} exchanges"))
+    figures.append(("a2cid2 network / SimPy timeouts", rate / max(simpy_e1), "ratio", "same run"))
     e2, simpy_rate = paired(3, "a2cid2", 4096, 16, 100)
     figures.append(("SimPy raw timeouts", simpy_rate, "timeouts/s", "same process"))
     figures.append(("E2 a2cid2 ring 4096 dim 16", e2, "exchanges/s", "100 time units"))
