@@ -18,6 +18,7 @@ from protocols.moshpit import Moshpit
 from protocols.pairwise_gossip import PairwiseGossip
 from protocols.push_sum import PushSum
 from protocols.random_groups import RandomGroups
+from protocols.ring_allreduce import RingAllreduce
 from protocols.sgp import Sgp
 from sim.errors import ScenarioError
 
@@ -30,6 +31,7 @@ REGISTRY: dict[str, type[Protocol]] = {
     "pairwise_gossip": PairwiseGossip,
     "push_sum": PushSum,
     "a2cid2": A2cid2,
+    "ring_allreduce": RingAllreduce,
 }
 
 

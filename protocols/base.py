@@ -69,6 +69,7 @@ class RoundStats:
     bytes_sent: float = 0.0
     messages: int = 0
     mean_drift: float = 0.0
+    wait_s: float = 0.0  # network clock: pause before the next round (e.g. restart delay)
 
 
 @dataclass

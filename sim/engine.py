@@ -139,12 +139,14 @@ class Run:
         while not done:
             plan = self.protocol.network_round(clock.present.copy(), self.rounds)
             yield from clock.transmit(plan)
-            plan.finish(self.state, clock.lost)
+            stats = plan.finish(self.state, clock.lost)
             self.rounds += 1
             self.bytes_sent, self.messages = clock.net.bytes_sent_total, clock.messages
             done = self.observe(clock.present)
             if progress is not None and stop.max_time:
                 progress(min(1.0, self.env.now / stop.max_time))
+            if stats.wait_s > 0 and not done:
+                yield self.env.timeout(stats.wait_s)
 
     @property
     def continuous(self) -> bool:
