@@ -49,6 +49,25 @@ def first_ring_and_clock(run) -> tuple[float, int]:
     raise AssertionError("no ring")
 
 
+def slow_pair_preempted(build, tmp_path, trace_rows: str):
+    """Two peers on 1 byte/s links, rings at rate 10, preempted as ``trace_rows`` says;
+    started, with the first ring checked to come before the preemption at 5 s."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("peer,down_s,up_s\n" + trace_rows)
+    sc = build(
+        **{
+            "peers.upload": 1.0,
+            "peers.download": 1.0,
+            "peers.count": 2,
+            "protocol.rate": 10.0,
+            "churn": {"model": "trace", "file": str(trace)},
+        }
+    )
+    run = started(sc)
+    assert first_ring(run) < 5
+    return run
+
+
 def first_ring(run) -> float:
     """Time of the protocol's first ring."""
     return first_ring_and_clock(run)[0]
@@ -102,20 +121,8 @@ def test_one_exchange_completes_after_latency_plus_one_vector_over_the_bottlenec
 
 
 def test_a_failed_flow_cancels_the_exchange_for_both_ends(tmp_path):
-    trace = tmp_path / "trace.csv"
-    trace.write_text("peer,down_s,up_s\n1,5,6\n")
-    slow = {"peers.upload": 1.0, "peers.download": 1.0}  # S bytes take 512 s
-    sc = scenario(
-        **slow,
-        **{
-            "peers.count": 2,
-            "protocol.rate": 10.0,
-            "churn": {"model": "trace", "file": str(trace)},
-        },
-    )
-    run = started(sc)
+    run = slow_pair_preempted(scenario, tmp_path, "1,5,6\n")  # S bytes take 512 s
     x0 = run.state.x.copy()
-    assert first_ring(run) < 5
     run.env.run(until=10)
     counters = run.protocol.counters
     np.testing.assert_array_equal(run.state.x, x0)  # nothing applied to either end
@@ -206,20 +213,8 @@ def test_one_push_is_delivered_after_latency_plus_its_bytes_over_the_bottleneck(
 
 
 def test_a_failed_push_delivers_nothing_and_the_sender_keeps_everything(tmp_path):
-    trace = tmp_path / "trace.csv"
-    trace.write_text("peer,down_s,up_s\n0,5,6\n1,5,6\n")
-    sc = push_sum(
-        **{
-            "peers.upload": 1.0,  # S + 8 bytes take 520 s
-            "peers.download": 1.0,
-            "peers.count": 2,
-            "protocol.rate": 10.0,
-            "churn": {"model": "trace", "file": str(trace)},
-        }
-    )
-    run = started(sc)
+    run = slow_pair_preempted(push_sum, tmp_path, "0,5,6\n1,5,6\n")  # S + 8 bytes: 520 s
     x0 = run.state.x.copy()
-    assert first_ring(run) < 5
     run.env.run(until=5.5)
     counters = run.protocol.counters
     np.testing.assert_array_equal(run.state.x, x0)
