@@ -76,12 +76,21 @@ class RoundStats:
 class NetRound:
     """One round on the network clock: the flows to send, then the arithmetic.
 
-    Flows are parallel arrays, with an optional dependency structure of *gates*: a flow
-    with ``waits[i] == -1`` starts with the round (after its sender's straggler delay);
-    one with ``waits[i] == g`` starts when gate g opens, i.e. once every flow with
-    ``opens == g`` has ended (completed or failed). A butterfly is two gates per group,
-    a ring all-reduce a chain of single-flow gates. The round ends when every flow has
-    ended; then ``finish(state, lost)`` applies the round's arithmetic, where ``lost``
+    Flows are parallel arrays with optional dependencies:
+
+    - *gates*: a flow with ``waits[i] == g`` starts once gate g opens, i.e. once every
+      flow with ``opens == g`` has ended (completed or failed). A butterfly is two gates
+      per group, a ring all-reduce a chain of single-flow gates.
+    - *after*: a flow with ``after[i] == j`` starts once flow j has ended; if flow j
+      failed, flow i fails at once without sending (a broken stream: pieces of a part,
+      a reply to a request).
+    - a flow with neither (a *root*) starts ``start_s[i]`` seconds after the round starts
+      (default: its sender's straggler delay).
+    - a flow still in flight ``timeout_s[i]`` seconds after it started (default: never)
+      is cancelled and fails: its receiver gave up on a slow sender.
+
+    The round ends when every flow has ended; the clock then fills ``delivered`` (which
+    flows completed) and ``timed_out`` and calls ``finish(state, lost)``, where ``lost``
     marks the peers preempted at any time during the round (they take no part, as an
     absent peer on the rounds clock).
     """
@@ -92,6 +101,11 @@ class NetRound:
     finish: Callable[[State, np.ndarray], RoundStats]
     opens: np.ndarray | None = None
     waits: np.ndarray | None = None
+    after: np.ndarray | None = None
+    start_s: np.ndarray | None = None
+    timeout_s: np.ndarray | None = None
+    delivered: np.ndarray | None = None  # filled by the clock
+    timed_out: np.ndarray | None = None  # filled by the clock
 
 
 class Protocol:

@@ -2,17 +2,21 @@
 
 Each round the protocol plans its messages (:meth:`protocols.base.Protocol.network_round`)
 from the peers present when the round starts. A sender starts its first flows after its
-straggler ``delay``; a flow behind a gate starts when every flow opening that gate has
-ended (:class:`protocols.base.NetRound`). A flow to or from a peer that is absent when
-it should start fails after the route latency (a refused connection) and moves no
-bytes; a flow in progress fails the instant either end is preempted. The round ends
-when every flow has ended; peers preempted at any moment of the round count as lost and
-take no part in its arithmetic.
+straggler ``delay`` (or at the plan's ``start_s``); a flow behind a gate starts when
+every flow opening that gate has ended, a flow ``after`` another once that one has ended
+(and fails at once if it failed), see :class:`protocols.base.NetRound`. A flow to or
+from a peer that is absent when it should start fails after the route latency (a
+refused connection) and moves no bytes; a flow in progress fails the instant either end
+is preempted, or when its ``timeout_s`` runs out. The round ends when every flow has
+ended; peers preempted at any moment of the round count as lost and take no part in its
+arithmetic.
 A round with no flows waits ``IDLE_ROUND_S`` so that simulated time always advances.
 """
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from functools import partial
 from typing import Any
 
@@ -55,85 +59,143 @@ class NetworkClock:
             self.net.fail_peer(peer)
 
     def transmit(self, plan: NetRound) -> Any:
-        """A SimPy process body: start the plan's flows, return when all have ended."""
+        """A SimPy process body: start the plan's flows, return when all have ended.
+
+        Fills ``plan.delivered`` and ``plan.timed_out`` on the way.
+        """
         self.lost[:] = False
         n_flows = plan.src.size
+        plan.delivered = np.zeros(n_flows, dtype=bool)
+        plan.timed_out = np.zeros(n_flows, dtype=bool)
         if n_flows == 0:
             yield self.env.timeout(IDLE_ROUND_S)
             return
         done = self.env.event()
-        state = _RoundState(plan, n_flows, done)
-        first = np.arange(n_flows) if plan.waits is None else np.flatnonzero(plan.waits < 0)
-        self._start_delayed(first, state)
-        for gate in state.open_at_start():
-            self._start(state.behind(gate), state)
+        state = _RoundState(plan, done)
+        roots = state.roots()
+        start_s = self.delay_s[plan.src[roots]] if plan.start_s is None else plan.start_s[roots]
+        for at in np.unique(start_s).tolist():
+            batch = roots[start_s == at]
+            if at <= 0:
+                self._release(batch.tolist(), state)
+            else:
+                timer = self.env.timeout(at)
+                timer.callbacks.append(partial(self._release_batch, batch.tolist(), state))
+        self._release(state.ready_at_start(), state)
         yield done
 
-    def _start_delayed(self, flows: np.ndarray, state: _RoundState) -> None:
-        delays = self.delay_s[state.plan.src[flows]]
-        for delay in np.unique(delays).tolist():
-            batch = flows[delays == delay]
-            if delay <= 0:
-                self._start(batch, state)
+    def _release(self, flows: list[int], state: _RoundState) -> None:
+        """Start ``flows`` (their conditions are met); broken ones fail at once, which may
+        release more flows in turn."""
+        queue = deque(flows)
+        while queue:
+            i = queue.popleft()
+            if state.broken[i]:
+                queue.extend(state.ended(i, False))
             else:
-                timer = self.env.timeout(delay)
-                timer.callbacks.append(partial(self._start_batch, batch, state))
+                self._send(i, state)
 
-    def _start(self, flows: np.ndarray, state: _RoundState) -> None:
+    def _release_batch(self, flows: list[int], state: _RoundState, _event: Any) -> None:
+        self._release(flows, state)
+
+    def _send(self, i: int, state: _RoundState) -> None:
         plan = state.plan
-        for i in flows.tolist():
-            src, dst = int(plan.src[i]), int(plan.dst[i])
-            self.messages += 1
-            if self.present[src] and self.present[dst]:
-                event = self.net.send(src, dst, float(plan.nbytes[i])).done
-            else:
-                self.failed_messages += 1
-                event = self.env.timeout(self.net.routes.route(src, dst)[0])
-            event.callbacks.append(partial(self._on_end, i, state))
+        src, dst = int(plan.src[i]), int(plan.dst[i])
+        self.messages += 1
+        if not (self.present[src] and self.present[dst]):
+            self.failed_messages += 1
+            refused = self.env.timeout(self.net.routes.route(src, dst)[0])
+            refused.callbacks.append(partial(self._on_refused, i, state))
+            return
+        flow = self.net.send(src, dst, float(plan.nbytes[i]))
+        flow.done.callbacks.append(partial(self._on_end, i, state))
+        if state.timeout_s is not None:
+            limit = state.timeout_s[i]
+            if limit < math.inf:
+                timer = self.env.timeout(limit)
+                timer.callbacks.append(partial(self._on_timeout, i, flow, state))
 
-    def _start_batch(self, flows: np.ndarray, state: _RoundState, _event: Any) -> None:
-        self._start(flows, state)
+    def _on_refused(self, i: int, state: _RoundState, _event: Any) -> None:
+        self._release(state.ended(i, False), state)
 
-    def _on_end(self, flow: int, state: _RoundState, _event: Any) -> None:
-        self._ended(flow, state)
+    def _on_end(self, i: int, state: _RoundState, event: Any) -> None:
+        self._release(state.ended(i, bool(event.ok)), state)
 
-    def _ended(self, flow: int, state: _RoundState) -> None:
-        gate = state.ended(flow)
-        if gate is not None:
-            self._start(state.behind(gate), state)
+    def _on_timeout(self, i: int, flow: Any, state: _RoundState, _event: Any) -> None:
+        if flow.phase in ("done", "failed"):
+            return
+        assert state.plan.timed_out is not None
+        state.plan.timed_out[i] = True
+        self.net.cancel(flow)
 
 
 class _RoundState:
-    """Book-keeping of one round's flows: how many are left, in the round and per gate."""
+    """Book-keeping of one round's flows: what each still waits for, what has ended."""
 
-    def __init__(self, plan: NetRound, n_flows: int, done: simpy.Event) -> None:
-        self.plan, self.left, self.done = plan, n_flows, done
-        self.opens = plan.opens
+    def __init__(self, plan: NetRound, done: simpy.Event) -> None:
+        n = plan.src.size
+        self.plan, self.left, self.done = plan, n, done
+        self.timeout_s = None if plan.timeout_s is None else plan.timeout_s.tolist()
+        self.broken = [False] * n
+        need = np.zeros(n, dtype=np.intp)
+        self.opens = None if plan.opens is None else plan.opens.tolist()
+        self.waits = np.full(n, -1, dtype=np.intp) if plan.waits is None else plan.waits
+        self.after = np.full(n, -1, dtype=np.intp) if plan.after is None else plan.after
         if plan.opens is not None and plan.waits is not None:
             n_gates = int(max(plan.opens.max(), plan.waits.max())) + 1
-            self.gate_left = np.bincount(plan.opens[plan.opens >= 0], minlength=n_gates)
-            waiting = np.flatnonzero(plan.waits >= 0)
-            order = np.argsort(plan.waits[waiting], kind="stable")
-            self._waiting = waiting[order]
-            self._bounds = np.searchsorted(plan.waits[self._waiting], np.arange(n_gates + 1))
+            gate_left = np.bincount(plan.opens[plan.opens >= 0], minlength=n_gates)
+            self.gate_left = gate_left.tolist()
+            self._behind = _Index(plan.waits, n_gates)
+            waiting = plan.waits >= 0
+            need[waiting] += gate_left[plan.waits[waiting]] > 0
+        self._next = _Index(self.after, n)
+        need += self.after >= 0
+        self.need = need.tolist()
+        self._need0 = need == 0
 
-    def ended(self, flow: int) -> int | None:
-        """Count a flow as ended; the gate that opens now, if any."""
+    def roots(self) -> np.ndarray:
+        """Flows that wait for nothing: they start with the round."""
+        return np.flatnonzero((self.waits < 0) & (self.after < 0))
+
+    def ready_at_start(self) -> list[int]:
+        """Flows behind a gate that no flow opens (and after nothing): they start now."""
+        return np.flatnonzero(self._need0 & (self.waits >= 0)).tolist()
+
+    def ended(self, i: int, ok: bool) -> list[int]:
+        """Count flow ``i`` as ended (``ok``: delivered); the flows that may start now."""
+        assert self.plan.delivered is not None
+        self.plan.delivered[i] = ok
         self.left -= 1
         if self.left == 0:
             self.done.succeed()
-        if self.opens is None or self.opens[flow] < 0:
-            return None
-        gate = int(self.opens[flow])
-        self.gate_left[gate] -= 1
-        return gate if self.gate_left[gate] == 0 else None
+        ready: list[int] = []
+        need = self.need
+        if self.opens is not None and self.opens[i] >= 0:
+            gate = self.opens[i]
+            self.gate_left[gate] -= 1
+            if self.gate_left[gate] == 0:
+                for j in self._behind.of(gate):
+                    need[j] -= 1
+                    if need[j] == 0:
+                        ready.append(j)
+        for j in self._next.of(i):
+            if not ok:
+                self.broken[j] = True
+            need[j] -= 1
+            if need[j] == 0:
+                ready.append(j)
+        return ready
 
-    def open_at_start(self) -> list[int]:
-        """Gates that no flow opens (their waiting flows start with the round)."""
-        if self.opens is None:
-            return []
-        return np.flatnonzero(self.gate_left == 0).tolist()
 
-    def behind(self, gate: int) -> np.ndarray:
-        """Indices of the flows waiting for ``gate``."""
-        return self._waiting[self._bounds[gate] : self._bounds[gate + 1]]
+class _Index:
+    """The flows listing each key (a gate, a flow) in ``keys``, as lists (CSR)."""
+
+    def __init__(self, keys: np.ndarray, n_keys: int) -> None:
+        listed = np.flatnonzero(keys >= 0)
+        order = listed[np.argsort(keys[listed], kind="stable")]
+        bounds = np.searchsorted(keys[order], np.arange(n_keys + 1))
+        self._order, self._bounds = order.tolist(), bounds.tolist()
+
+    def of(self, key: int) -> list[int]:
+        """Flows listing ``key``, in flow order."""
+        return self._order[self._bounds[key] : self._bounds[key + 1]]

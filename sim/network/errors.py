@@ -31,7 +31,8 @@ class NetworkError(AvsimError, ValueError):
 
 
 class FlowFailed(AvsimError):
-    """A flow failed because one of its ends was preempted while it was in flight.
+    """A flow failed: one of its ends was preempted while it was in flight, or it was
+    cancelled (:meth:`FlowNetwork.cancel`, ``peer = -1``).
 
     Nothing was delivered; the bytes already sent stay counted in ``bytes_out``/``bytes_in``.
 
@@ -40,7 +41,7 @@ class FlowFailed(AvsimError):
     flow
         The flow that failed (``flow.bytes_sent`` holds what had been sent, in bytes).
     peer
-        The preempted peer (the flow's source or destination).
+        The preempted peer (the flow's source or destination); -1 when cancelled.
     time_s
         Simulated time of the failure, in seconds.
     """
@@ -52,6 +53,11 @@ class FlowFailed(AvsimError):
 
     def __str__(self) -> str:
         flow = self.flow
+        if self.peer < 0:
+            return (
+                f"flow {flow.id} ({flow.src} -> {flow.dst}, {flow.nbytes:g} bytes) was "
+                f"cancelled at t = {self.time_s:g} s"
+            )
         return (
             f"flow {flow.id} ({flow.src} -> {flow.dst}, {flow.nbytes:g} bytes) failed at "
             f"t = {self.time_s:g} s: peer {self.peer} was preempted"

@@ -186,6 +186,24 @@ class FlowNetwork:
         self.flows_failed += len(flows)
         return flows
 
+    def cancel(self, flow: Flow) -> None:
+        """Fail ``flow`` now if it is still in flight (its receiver gave up on it).
+
+        Its ``done`` event fails with :class:`FlowFailed` (``peer = -1``); the bytes it
+        had moved stay counted. A flow that has already ended is left alone.
+        """
+        if flow.phase is DONE or flow.phase is FAILED:
+            return
+        now = self.env.now
+        if flow.phase is BANDWIDTH:
+            self._leave(flow, now)
+            self._reallocate((), set(flow.res), now)
+        self._end(flow, FAILED, now)
+        self._account(flow, flow.nbytes - flow.remaining)
+        flow.done.defused = True
+        flow.done.fail(FlowFailed(flow, -1, now))
+        self.flows_failed += 1
+
     @property
     def bytes_out(self) -> np.ndarray:
         """Bytes each peer has sent so far, partial flows included; shape ``(n,)``."""
