@@ -36,12 +36,16 @@ class Context:
         Bytes per coordinate on the wire (from ``vector.dtype``).
     rng
         The protocol's own generator, spawned from the run's ``SeedSequence``.
+    peers
+        The per-peer table (:func:`sim.peers.resolve_peers`: bandwidths, delays, client
+        mode), or None outside a run; protocols that need it fall back to defaults.
     """
 
     n_peers: int
     dim: int
     itemsize: int
     rng: np.random.Generator
+    peers: Any = None
 
     @property
     def vector_bytes(self) -> int:

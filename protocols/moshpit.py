@@ -23,8 +23,20 @@ Fault models on the rounds clock, where absences are known when the round starts
 themselves); ``abort``: a group (or line) with any absent member does not average this
 round — its members keep their vectors and keys. A group with fewer than
 ``min_group_size`` present members also does not form (members keep vectors and keys).
-``load_balance``, ``matchmaking_time`` and ``part_bytes`` are used on the network clock
-only.
+``load_balance``, ``matchmaking_time``, ``part_bytes`` and the timeouts are used on the
+network clock only. ``compression`` applies on both clocks (on the rounds clock with
+equal shares): senders' parts and reducers' results reach the other members dequantized.
+
+Network clock (:mod:`protocols._moshpit_net`): matchmaking in simulated time (groups
+assemble at ``group_size`` members or after ``matchmaking_time``; late stragglers miss
+their group), then a butterfly all-reduce per group as flows, parts streamed in pieces
+of ``part_bytes``, shares from load balancing. Members lost during the all-reduce
+(preempted, or given up on after ``sender_timeout``/``reducer_timeout``) are handled by
+the fault model: ``idealized`` — they keep their vectors and the others average among
+themselves; ``partial`` — every piece averages the senders whose request arrived and
+reaches the members whose reply arrived, the others keep their local values (the global
+mean may drift: ``mean_drift``); ``abort`` — the group keeps its vectors and keys.
+Client-mode peers (``peers.classes[].client``) reduce no part.
 
 Messages: every group that forms runs a butterfly all-reduce: a group of g moves
 2·(g−1)·S bytes in 2·g·(g−1) messages (S = vector bytes).
@@ -39,6 +51,8 @@ Invariants (tests cite this table):
 | absent peers' vectors and keys | unchanged | any absence |
 | members of a group (rekey) | have distinct keys the next round (N ≤ M^d) | all |
 | keys | stay in [0, M^(d−1)) | all |
+| global sum (network clock) | preserved (round-off) | ``idealized``, ``abort``, no compression |
+| each coordinate (network, ``partial``) | its piece's contributors' mean, or unchanged | all |
 
 Reference: Ryabinin, Gorbunov, Plokhotnyuk, Pekhimenko, "Moshpit SGD:
 Communication-Efficient Decentralized Training on Heterogeneous Unreliable Devices",
@@ -53,9 +67,12 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from protocols import _grid
+from protocols import _moshpit_net as net
 from protocols._common import Bytes, Seconds, as_mask, butterfly_traffic
-from protocols.base import Context, Protocol, ProtocolParams, RoundStats, State
+from protocols.base import Context, NetRound, Protocol, ProtocolParams, RoundStats, State
 from sim.kernels import Groups, group_mean
+from sim.kernels.butterfly import butterfly_pieces
+from sim.netclock import IDLE_ROUND_S
 
 _MAX_CELLS = 2**62
 
@@ -72,6 +89,15 @@ class MoshpitParams(ProtocolParams):
     matchmaking_time: Seconds = Field(default=5.0, ge=0, description="seconds (network clock)")
     min_group_size: int = Field(default=2, ge=1, description="smallest group that averages")
     part_bytes: Bytes = Field(default=512 * 1024, description="pipelining part (network clock)")
+    sender_timeout: Seconds | None = Field(
+        default=None, ge=0, description="seconds a reducer waits for a piece (null: forever)"
+    )
+    reducer_timeout: Seconds | None = Field(
+        default=None, ge=0, description="seconds a member waits for a result (null: 2 × sender)"
+    )
+    compression: Literal["none", "fp16", "uniform8", "quantile8"] = Field(
+        default="none", description="wire compression"
+    )
 
     @model_validator(mode="after")
     def _check_grid(self) -> MoshpitParams:
@@ -87,12 +113,30 @@ class MoshpitParams(ProtocolParams):
             )
         return self
 
+    @property
+    def reducer_timeout_s(self) -> float | None:
+        """The reducer timeout in force: the given one, else 2 × ``sender_timeout``."""
+        if self.reducer_timeout is not None:
+            return self.reducer_timeout
+        return None if self.sender_timeout is None else 2 * self.sender_timeout
+
+
+def _groups_of(members: list[np.ndarray], n_peers: int) -> Groups:
+    """Groups with the given members, in the given member order."""
+    labels = np.full(n_peers, -1, dtype=np.int64)
+    for k, rows in enumerate(members):
+        labels[rows] = k
+    visit = np.concatenate(members)
+    rest = np.setdiff1d(np.arange(n_peers), visit, assume_unique=True)
+    return Groups.from_labels(labels, np.concatenate([visit, rest]))
+
 
 class Moshpit(Protocol):
     """Moshpit All-Reduce on the rounds clock (re-keyed or fixed grid)."""
 
     Params = MoshpitParams
     description = "Moshpit All-Reduce: groups on a virtual M^d grid, re-keyed every round"
+    network_clock = True
 
     def __init__(self, params: MoshpitParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -103,6 +147,25 @@ class Moshpit(Protocol):
             self.cells = _grid.spread(ctx.n_peers, size**dims, ctx.rng)
             self.lines = [_grid.line_labels(self.cells, size, dims, a) for a in range(dims)]
             self._full_lines = [self._filtered(Groups.from_labels(lab)) for lab in self.lines]
+        self._wire = net.Wire(
+            ctx.dim,
+            ctx.itemsize,
+            params.part_bytes,
+            params.compression,
+            net.timeout_or_inf(params.sender_timeout),
+            net.timeout_or_inf(params.reducer_timeout_s),
+        )
+        n = ctx.n_peers
+        peers = ctx.peers
+        if peers is None:
+            bandwidth, client, self._delay_s = np.ones(n), np.zeros(n, bool), np.zeros(n)
+        else:
+            bandwidth = net.group_bandwidth(
+                peers["upload_bytes_per_s"].to_numpy(), peers["download_bytes_per_s"].to_numpy()
+            )
+            client, self._delay_s = peers["client"].to_numpy(bool), peers["delay_s"].to_numpy()
+        self._shares = net.ShareCache(bandwidth, ~client, ctx.dim, params.load_balance)
+        self._equal = net.ShareCache(np.ones(n), np.ones(n, bool), ctx.dim, balance=False)
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """Form this round's groups from the present peers and average each."""
@@ -113,9 +176,111 @@ class Moshpit(Protocol):
             groups = self._full_lines[t % self.params.grid_dims]
         else:
             groups = self._line_groups(mask, self.lines[t % self.params.grid_dims])
-        state.x = group_mean(state.x, groups)
-        nbytes, messages = butterfly_traffic(groups.counts, self.ctx.vector_bytes)
-        return RoundStats(bytes_sent=nbytes, messages=messages)
+        if self.params.compression == "none":
+            state.x = group_mean(state.x, groups)
+            nbytes, messages = butterfly_traffic(groups.counts, self.ctx.vector_bytes)
+            return RoundStats(bytes_sent=nbytes, messages=messages)
+        return self._compressed(state, groups)
+
+    def _compressed(self, state: State, groups: Groups) -> RoundStats:
+        """Rounds clock with compression: every group's butterfly through the wire."""
+        matched = net.Matched(
+            [groups.order[a : a + c] for a, c in zip(groups.starts, groups.counts, strict=True)],
+            np.zeros(groups.n_groups),
+            0.0,
+        )
+        plans, flows = net.plan_groups(matched, self._equal, self._wire)
+        shift = np.zeros(self.ctx.dim)
+        for plan in plans:
+            everyone = np.ones((plan.bounds.shape[0], plan.members.size), dtype=bool)
+            state.x, moved = butterfly_pieces(
+                state.x, plan.members, plan.bounds, plan.reducer, everyone, everyone,
+                self.params.compression,
+            )  # fmt: skip
+            shift += moved
+        return RoundStats(
+            bytes_sent=float(flows.nbytes.sum()),
+            messages=int(flows.src.size),
+            mean_drift=self._drift(shift),
+        )
+
+    def _drift(self, shift: np.ndarray) -> float:
+        return float(np.linalg.norm(shift)) / self.ctx.n_peers / np.sqrt(self.ctx.dim)
+
+    # -- network clock ---------------------------------------------------------------------
+    def network_round(self, present: np.ndarray, t: int) -> NetRound:
+        """Matchmaking, then a butterfly per assembled group (:mod:`protocols._moshpit_net`)."""
+        mask = as_mask(present, self.ctx.n_peers)
+        labels, rank = self._round_labels(mask, t)
+        p = self.params
+        matched = net.matchmake(
+            labels, self._delay_s, rank, p.group_size, p.min_group_size, p.matchmaking_time
+        )
+        plans, flows = net.plan_groups(matched, self._shares, self._wire)
+
+        def finish(state: State, lost: np.ndarray) -> RoundStats:
+            if not plans:
+                return RoundStats(wait_s=max(0.0, matched.latest_s - IDLE_ROUND_S))
+            assert plan.delivered is not None
+            assert plan.timed_out is not None
+            return self._finish(state, plans, plan.delivered, plan.timed_out, lost)
+
+        plan = NetRound(
+            flows.src, flows.dst, flows.nbytes, finish, flows.opens, flows.waits,
+            flows.after, flows.start_s, flows.timeout_s,
+        )  # fmt: skip
+        return plan
+
+    def _round_labels(self, mask: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Keys (−1: absent) and the round's shuffle rank, drawn as on the rounds clock."""
+        n = self.ctx.n_peers
+        rank = np.arange(n)
+        if self.params.rekey:
+            if self.params.grid_dims > 1:
+                rank[self.ctx.rng.permutation(n)] = np.arange(n)
+            return np.where(mask, self.keys, -1), rank
+        return np.where(mask, self.lines[t % self.params.grid_dims], -1), rank
+
+    def _finish(
+        self,
+        state: State,
+        plans: list[net.Butterfly],
+        delivered: np.ndarray,
+        timed_out: np.ndarray,
+        lost: np.ndarray,
+    ) -> RoundStats:
+        """The round's arithmetic from what each group's flows achieved."""
+        fault, method = self.params.fault_model, self.params.compression
+        clean_groups: list[np.ndarray] = []
+        shift = np.zeros(self.ctx.dim)
+        for plan in plans:
+            request_ok, reply_ok, failed = net.outcome(plan, delivered, timed_out, lost)
+            clean = bool(request_ok.all() and reply_ok.all() and not failed.any())
+            if not clean and fault == "abort":
+                continue
+            if clean and method == "none":
+                clean_groups.append(plan.members)
+            else:
+                if clean or fault == "idealized":
+                    contributes, receives = net.everyone_but(plan, failed)
+                else:
+                    contributes, receives = net.contributions(
+                        plan, request_ok, reply_ok, lost[plan.members]
+                    )
+                state.x, moved = butterfly_pieces(
+                    state.x, plan.members, plan.bounds, plan.reducer, contributes, receives,
+                    method,
+                )  # fmt: skip
+                shift += moved
+            self._rekey(plan.members[~failed], np.flatnonzero(~failed))
+        if clean_groups:
+            state.x = group_mean(state.x, _groups_of(clean_groups, self.ctx.n_peers))
+        return RoundStats(mean_drift=self._drift(shift))
+
+    def _rekey(self, members: np.ndarray, positions: np.ndarray) -> None:
+        if self.params.rekey and members.size:
+            size, dims = self.params.group_size, self.params.grid_dims
+            self.keys[members] = _grid.rekey(self.keys[members], positions, size, dims)
 
     def _keyed_groups(self, mask: np.ndarray) -> Groups:
         size, dims = self.params.group_size, self.params.grid_dims

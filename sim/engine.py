@@ -61,7 +61,7 @@ class Run:
         self.state = State(x=self.xp.asarray(x0))
         self.mean0 = self.xp.mean(self.xp.asarray(x0[:n_initial], dtype=self.xp.float64), axis=0)
         itemsize = np.dtype(scenario.vector.dtype).itemsize
-        ctx = Context(n, scenario.vector.dim, itemsize, component_rng(seed, "protocol"))
+        ctx = Context(n, scenario.vector.dim, itemsize, component_rng(seed, "protocol"), self.peers)
         self.protocol = protocols.get(scenario.protocol.name)(scenario.protocol, ctx)
         if scenario.clock == "network" and not self.protocol.network_clock:
             raise ScenarioError("protocol.name", scenario.protocol.name, _network_protocols())

@@ -1,0 +1,295 @@
+"""moshpit on the network clock: matchmaking, then a streaming butterfly in every group.
+
+Matchmaking (:func:`matchmake`). The peers present when a round starts arrive at
+matchmaking after their straggler delay. Peers sharing a key gather in arrival order: a
+group *assembles* when it reaches ``group_size`` members or ``matchmaking_time`` seconds
+after its first member arrived, whichever comes first; later arrivals with that key start
+the next group. A group smaller than ``min_group_size`` does not form: its members keep
+their vectors and keys and try again next round. Members are fixed once they joined: a
+member preempted before its group assembles is lost inside the all-reduce.
+
+Butterfly (:func:`plan_groups`). Member order inside a group is the round's seeded
+shuffle; the position is the member's chunk index. Part j (``counts[j]`` coordinates,
+from load balancing or the equal split) is reduced by member j and cut into pieces of at
+most ``part_bytes`` (of the uncompressed vector). Per piece p of part j:
+
+- *request* flows a → j for every member a ≠ j, each after a's previous piece of part j
+  (a stream), all opening the gate of piece p;
+- *reply* flows j → i behind that gate (the reducer reduced the piece once every request
+  ended), each after i's own request of the piece (no reply to a request that failed).
+
+Flows start when the group assembles. A request still in flight ``sender_timeout`` after
+it started, or a reply ``reducer_timeout`` after, is cancelled: the receiver gave up on
+a slow member. Bytes are those of the compressed piece.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from protocols._load_balance import (
+    lp_shares,
+    member_bandwidth_bytes_per_s,
+    part_bounds,
+    whole_coordinates,
+)
+from sim.kernels.compression import wire_bytes
+
+
+@dataclass(frozen=True)
+class Matched:
+    """Groups of one round's matchmaking: members in chunk order and assembly times."""
+
+    groups: list[np.ndarray]
+    start_s: np.ndarray  # (G,) seconds after the round start
+    latest_s: float  # when the last group (formed or not) closed its matchmaking
+
+
+def matchmake(
+    labels: np.ndarray,
+    arrival_s: np.ndarray,
+    rank: np.ndarray,
+    size: int,
+    min_size: int,
+    wait_s: float,
+) -> Matched:
+    """Form the round's groups.
+
+    Parameters
+    ----------
+    labels
+        (n,) int key of every peer, -1 for peers not taking part (absent).
+    arrival_s
+        (n,) seconds after the round start at which each peer arrives.
+    rank
+        (n,) distinct ints: the round's seeded shuffle (ties in arrival, member order).
+    size, min_size, wait_s
+        ``group_size``, ``min_group_size`` and ``matchmaking_time``.
+    """
+    take = np.flatnonzero(labels >= 0)
+    order = take[np.lexsort((rank[take], arrival_s[take], labels[take]))]
+    key, arrive = labels[order].tolist(), arrival_s[order].tolist()
+    groups, starts, latest = [], [], 0.0
+    i, n = 0, order.size
+    while i < n:
+        deadline = arrive[i] + wait_s
+        j = i + 1
+        while j < n and j - i < size and key[j] == key[i] and arrive[j] <= deadline:
+            j += 1
+        full = j - i == size
+        at = arrive[j - 1] if full else deadline
+        latest = max(latest, at)
+        if j - i >= min_size:
+            members = order[i:j]
+            groups.append(members[np.argsort(rank[members], kind="stable")])
+            starts.append(at)
+        i = j
+    return Matched(groups, np.asarray(starts, dtype=float), latest)
+
+
+@dataclass(frozen=True)
+class Butterfly:
+    """One group's butterfly: its pieces and the layout of its flows in the round's plan.
+
+    Request k goes from ``members[sender[k]]`` to the reducer of piece ``piece[k]``; the
+    reply with the same k goes back. Requests are flows ``first .. first + K − 1``,
+    replies ``first + K .. first + 2K − 1``.
+    """
+
+    members: np.ndarray  # (g,) rows, chunk order
+    bounds: np.ndarray  # (P, 2) coordinates of each piece
+    reducer: np.ndarray  # (P,) position of each piece's reducer
+    piece: np.ndarray  # (K,) piece of request k
+    sender: np.ndarray  # (K,) position of the sender of request k
+    first: int
+
+    @property
+    def n_requests(self) -> int:
+        """K, the number of requests (= replies)."""
+        return int(self.piece.size)
+
+
+@dataclass
+class Flows:
+    """Parallel flow arrays of a round's plan (see :class:`protocols.base.NetRound`)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    opens: np.ndarray
+    waits: np.ndarray
+    after: np.ndarray
+    start_s: np.ndarray
+    timeout_s: np.ndarray
+
+
+@dataclass(frozen=True)
+class Wire:
+    """What the butterfly needs to know about the vector and the links."""
+
+    dim: int
+    itemsize: int
+    part_bytes: int
+    compression: str
+    sender_timeout_s: float
+    reducer_timeout_s: float
+
+    @property
+    def piece_coords(self) -> int:
+        """Coordinates per piece (at least one)."""
+        return max(1, self.part_bytes // self.itemsize)
+
+
+class ShareCache:
+    """Part sizes per group composition (the LP is solved once per multiset of members)."""
+
+    def __init__(self, bandwidth: np.ndarray, reducer: np.ndarray, dim: int, balance: bool) -> None:
+        self.bandwidth, self.reducer, self.dim, self.balance = bandwidth, reducer, dim, balance
+        self._cache: dict[bytes, np.ndarray] = {}
+
+    def counts(self, members: np.ndarray) -> np.ndarray | None:
+        """(g,) coordinates each member reduces; None when no member can reduce."""
+        b, can = self.bandwidth[members], self.reducer[members]
+        order = np.lexsort((can, b))
+        key = b[order].tobytes() + can[order].tobytes()
+        sorted_counts = self._cache.get(key)
+        if sorted_counts is None:
+            sorted_counts = self._solve(b[order], can[order])
+            self._cache[key] = sorted_counts
+        if sorted_counts.size == 0:
+            return None
+        counts = np.empty_like(sorted_counts)
+        counts[order] = sorted_counts
+        return counts
+
+    def _solve(self, bandwidth: np.ndarray, can: np.ndarray) -> np.ndarray:
+        eligible = can & (bandwidth > 0)
+        if not eligible.any():
+            return np.zeros(0, dtype=np.int64)
+        if self.balance:
+            shares = lp_shares(bandwidth, float(self.dim), reducer=can)
+        else:
+            shares = eligible / eligible.sum()
+        return whole_coordinates(shares, self.dim)
+
+
+def group_bandwidth(upload: np.ndarray, download: np.ndarray) -> np.ndarray:
+    """b_i = min(upload, download) of every peer, bytes/s (see ``_load_balance``)."""
+    return member_bandwidth_bytes_per_s(upload, download)
+
+
+def plan_groups(matched: Matched, shares: ShareCache, wire: Wire) -> tuple[list[Butterfly], Flows]:
+    """Butterflies and flows of every group that can average (has a possible reducer)."""
+    plans, chunks, first, gate = [], [], 0, 0
+    for members, start_s in zip(matched.groups, matched.start_s.tolist(), strict=True):
+        counts = shares.counts(members)
+        if counts is None:
+            continue
+        bounds, reducer, first_piece = _pieces(counts, wire.piece_coords)
+        plan = _butterfly(members, bounds, reducer, first)
+        chunks.append(_flows(plan, first_piece, gate, start_s, wire))
+        plans.append(plan)
+        first += 2 * plan.n_requests
+        gate += bounds.shape[0]
+    return plans, _concat(chunks)
+
+
+def _pieces(counts: np.ndarray, piece_coords: int) -> tuple[np.ndarray, ...]:
+    """(bounds (P, 2), reducer (P,), first (P,) bool: first piece of its part)."""
+    starts, stops = part_bounds(counts)
+    n_pieces = -(-counts // piece_coords)
+    reducer = np.repeat(np.arange(counts.size), n_pieces)
+    k = np.arange(reducer.size) - np.repeat(np.cumsum(n_pieces) - n_pieces, n_pieces)
+    lo = starts[reducer] + k * piece_coords
+    hi = np.minimum(lo + piece_coords, stops[reducer])
+    return np.stack([lo, hi], axis=1), reducer, k == 0
+
+
+def _butterfly(
+    members: np.ndarray, bounds: np.ndarray, reducer: np.ndarray, first: int
+) -> Butterfly:
+    g = members.size
+    piece, sender = np.nonzero(np.arange(g)[None, :] != reducer[:, None])
+    return Butterfly(members, bounds, reducer, piece, sender, first)
+
+
+def _flows(
+    plan: Butterfly, first_piece: np.ndarray, gate0: int, start_s: float, wire: Wire
+) -> Flows:
+    g, k = plan.members.size, plan.n_requests
+    piece, sender = plan.piece, plan.sender
+    index = np.full((plan.bounds.shape[0], g), -1, dtype=np.intp)
+    index[piece, sender] = plan.first + np.arange(k)
+    previous = np.where(first_piece[piece], -1, index[np.maximum(piece - 1, 0), sender])
+    width = (plan.bounds[:, 1] - plan.bounds[:, 0]).tolist()
+    piece_bytes = np.array([wire_bytes(wire.compression, w, wire.itemsize) for w in width], float)
+    peer_s, peer_r = plan.members[sender], plan.members[plan.reducer[piece]]
+    none = np.full(k, -1, dtype=np.intp)
+    return Flows(
+        src=np.concatenate([peer_s, peer_r]),
+        dst=np.concatenate([peer_r, peer_s]),
+        nbytes=np.tile(piece_bytes[piece], 2),
+        opens=np.concatenate([gate0 + piece, none]),
+        waits=np.concatenate([none, gate0 + piece]),
+        after=np.concatenate([previous, plan.first + np.arange(k)]),
+        start_s=np.full(2 * k, start_s),
+        timeout_s=np.repeat([wire.sender_timeout_s, wire.reducer_timeout_s], k),
+    )
+
+
+def _concat(chunks: list[Flows]) -> Flows:
+    if not chunks:
+        empty_i, empty_f = np.zeros(0, dtype=np.intp), np.zeros(0)
+        return Flows(empty_i, empty_i, empty_f, empty_i, empty_i, empty_i, empty_f, empty_f)
+    return Flows(
+        *(np.concatenate([getattr(c, f) for c in chunks]) for f in Flows.__dataclass_fields__)
+    )
+
+
+def outcome(
+    plan: Butterfly, delivered: np.ndarray, timed_out: np.ndarray, lost: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What happened in one group: (request_ok (K,), reply_ok (K,), failed (g,)).
+
+    A member *failed* when it was preempted during the round, when a reducer gave up on
+    its request (sender timeout) or a member gave up on its reply (reducer timeout).
+    """
+    k, first = plan.n_requests, plan.first
+    request_ok = delivered[first : first + k]
+    reply_ok = delivered[first + k : first + 2 * k]
+    failed = lost[plan.members].copy()
+    failed[plan.sender[timed_out[first : first + k]]] = True
+    failed[plan.reducer[plan.piece[timed_out[first + k : first + 2 * k]]]] = True
+    return request_ok, reply_ok, failed
+
+
+def contributions(
+    plan: Butterfly, request_ok: np.ndarray, reply_ok: np.ndarray, lost_members: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``partial`` fault model: (contributes (P, g), receives (P, g)) from the flows.
+
+    A piece averages its reducer and every sender whose request arrived; a member ends
+    with the piece's mean when the reply arrived (the reducer: when it was not lost).
+    Lost members keep their vectors.
+    """
+    n_pieces, g = plan.bounds.shape[0], plan.members.size
+    own = np.zeros((n_pieces, g), dtype=bool)
+    own[np.arange(n_pieces), plan.reducer] = True
+    contributes, receives = own.copy(), own & ~lost_members[None, :]
+    contributes[plan.piece, plan.sender] = request_ok
+    receives[plan.piece, plan.sender] = reply_ok & ~lost_members[plan.sender]
+    return contributes, receives
+
+
+def everyone_but(plan: Butterfly, failed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``idealized``: every piece averages, and reaches, the members that did not fail."""
+    mask = np.broadcast_to(~failed[None, :], (plan.bounds.shape[0], plan.members.size))
+    return mask, mask
+
+
+def timeout_or_inf(value: float | None) -> float:
+    """A timeout in seconds, ``inf`` for none."""
+    return math.inf if value is None else float(value)
