@@ -14,7 +14,8 @@ from load balancing or the equal split) is reduced by member j and cut into piec
 most ``part_bytes`` (of the uncompressed vector). Per piece p of part j:
 
 - *request* flows a → j for every member a ≠ j, each after a's previous piece of part j
-  (a stream), all opening the gate of piece p;
+  (a stream: only its first piece pays the route latency, the next piece leaves as soon
+  as the previous one went through), all opening the gate of piece p;
 - *reply* flows j → i behind that gate (the reducer reduced the piece once every request
   ended), each after i's own request of the piece (no reply to a request that failed).
 
@@ -124,6 +125,7 @@ class Flows:
     after: np.ndarray
     start_s: np.ndarray
     timeout_s: np.ndarray
+    streamed: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -237,13 +239,17 @@ def _flows(
         after=np.concatenate([previous, plan.first + np.arange(k)]),
         start_s=np.full(2 * k, start_s),
         timeout_s=np.repeat([wire.sender_timeout_s, wire.reducer_timeout_s], k),
+        streamed=np.concatenate([previous >= 0, np.zeros(k, dtype=bool)]),
     )
 
 
 def _concat(chunks: list[Flows]) -> Flows:
     if not chunks:
         empty_i, empty_f = np.zeros(0, dtype=np.intp), np.zeros(0)
-        return Flows(empty_i, empty_i, empty_f, empty_i, empty_i, empty_i, empty_f, empty_f)
+        empty_b = np.zeros(0, dtype=bool)
+        return Flows(
+            empty_i, empty_i, empty_f, empty_i, empty_i, empty_i, empty_f, empty_f, empty_b
+        )
     return Flows(
         *(np.concatenate([getattr(c, f) for c in chunks]) for f in Flows.__dataclass_fields__)
     )

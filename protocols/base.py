@@ -88,8 +88,10 @@ class NetRound:
     - *after*: a flow with ``after[i] == j`` starts once flow j has ended; if flow j
       failed, flow i fails at once without sending (a broken stream: pieces of a part,
       a reply to a request).
-    - a flow with neither (a *root*) starts ``start_s[i]`` seconds after the round starts
-      (default: its sender's straggler delay).
+    - a flow with ``streamed[i]`` set continues its ``after`` flow's stream on an open
+      connection: it pays no route latency (pieces sent back to back).
+    - a flow with neither gate nor ``after`` (a *root*) starts ``start_s[i]`` seconds
+      after the round starts (default: its sender's straggler delay).
     - a flow still in flight ``timeout_s[i]`` seconds after it started (default: never)
       is cancelled and fails: its receiver gave up on a slow sender.
 
@@ -108,6 +110,7 @@ class NetRound:
     after: np.ndarray | None = None
     start_s: np.ndarray | None = None
     timeout_s: np.ndarray | None = None
+    streamed: np.ndarray | None = None
     delivered: np.ndarray | None = None  # filled by the clock
     timed_out: np.ndarray | None = None  # filled by the clock
 

@@ -227,7 +227,7 @@ class Moshpit(Protocol):
 
         plan = NetRound(
             flows.src, flows.dst, flows.nbytes, finish, flows.opens, flows.waits,
-            flows.after, flows.start_s, flows.timeout_s,
+            flows.after, flows.start_s, flows.timeout_s, flows.streamed,
         )  # fmt: skip
         return plan
 

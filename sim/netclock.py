@@ -107,7 +107,8 @@ class NetworkClock:
             refused = self.env.timeout(self.net.routes.route(src, dst)[0])
             refused.callbacks.append(partial(self._on_refused, i, state))
             return
-        flow = self.net.send(src, dst, float(plan.nbytes[i]))
+        streamed = state.streamed is not None and state.streamed[i]
+        flow = self.net.send(src, dst, float(plan.nbytes[i]), latency=not streamed)
         flow.done.callbacks.append(partial(self._on_end, i, state))
         if state.timeout_s is not None:
             limit = state.timeout_s[i]
@@ -136,6 +137,7 @@ class _RoundState:
         n = plan.src.size
         self.plan, self.left, self.done = plan, n, done
         self.timeout_s = None if plan.timeout_s is None else plan.timeout_s.tolist()
+        self.streamed = None if plan.streamed is None else plan.streamed.tolist()
         self.broken = [False] * n
         need = np.zeros(n, dtype=np.intp)
         self.opens = None if plan.opens is None else plan.opens.tolist()

@@ -138,8 +138,14 @@ class FlowNetwork:
         self._latency_batches: dict[float, list[Flow]] = {}
 
     # -- public API ----------------------------------------------------------------------
-    def send(self, src: int, dst: int, nbytes: float, tag: Any = None) -> Flow:
-        """Start a flow of ``nbytes`` (bytes, ``>= 0``) from ``src`` to ``dst`` now."""
+    def send(
+        self, src: int, dst: int, nbytes: float, tag: Any = None, latency: bool = True
+    ) -> Flow:
+        """Start a flow of ``nbytes`` (bytes, ``>= 0``) from ``src`` to ``dst`` now.
+
+        ``latency=False`` skips the route latency (more data on an open stream, sent as
+        soon as the previous piece went through).
+        """
         n = self.n
         if type(src) is not int or not 0 <= src < n:
             src = self.routes.check_peer("send(src)", src)
@@ -150,6 +156,8 @@ class FlowNetwork:
             raise NetworkError("send(nbytes)", nbytes, "a finite number of bytes >= 0")
         route = self.routes.route(src, dst)
         latency_s, weight = route[0], 1.0
+        if not latency:
+            route = (0.0, route[1])
         if self.sharing == "rtt_weighted":
             if latency_s <= 0.0:
                 raise NetworkError("send(src, dst)", (src, dst), "a positive route latency")
@@ -160,7 +168,7 @@ class FlowNetwork:
         self.flows_started += 1
         self._in_flight[src][flow.id] = flow
         self._in_flight[dst][flow.id] = flow
-        if latency_s > 0.0:
+        if latency and latency_s > 0.0:
             self._after_latency(flow, latency_s)
         else:
             self._enter(flow)
