@@ -4,8 +4,11 @@ Algorithm. The peers present when an attempt starts form a ring (in peer order);
 vector is cut into n chunks (n = ring size). Reduce-scatter: n−1 steps, in step k peer i
 sends chunk (i − k) mod n to its successor; all-gather: n−1 more steps forwarding the
 reduced chunks. A peer sends its chunk of step k as soon as it has received the chunk of
-step k−1 from its predecessor. (``pipeline_chunks``, pieces sent back to back, needs a
-flow to wait on two predecessors and comes with issue 4.) On the rounds clock an attempt is instant
+step k−1 from its predecessor. ``pipeline_chunks`` P > 1 cuts every chunk into P pieces
+sent as separate messages (each pays the route latency): piece c of step k leaves once
+piece c of step k−1 arrived from the predecessor and piece c−1 of step k left (a flow
+waiting on two others); pieces of consecutive steps may share a link's bandwidth. On
+the rounds clock an attempt is instant
 and succeeds over the present peers. On the network clock any loss of a member aborts
 the attempt: everyone keeps its old vector, and the next attempt starts
 ``restart_delay`` seconds later with the peers then present.
@@ -41,19 +44,24 @@ class RingAllreduceParams(ProtocolParams):
 
     name: Literal["ring_allreduce"] = "ring_allreduce"
     restart_delay: Seconds = Field(default=1.0, ge=0, description="seconds after an abort")
+    pipeline_chunks: int = Field(default=1, ge=1, description="pieces per chunk (network clock)")
 
 
-def ring_flows(members: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(src, dst, chunk_fraction, opens, waits) of one attempt around ``members``.
+def ring_flows(members: np.ndarray, pieces: int = 1) -> tuple[np.ndarray, ...]:
+    """(src, dst, chunk_fraction, opens, waits, after) of one attempt around ``members``.
 
-    Flow (k, i) — step k, member i — has index k·n + i, opens the gate of its own index
-    and waits for flow (k−1, i−1) (none in step 0).
+    Flow (k, i, c) — step k, member i, piece c — has index (k·n + i)·P + c, opens the
+    gate of its own index, waits for flow (k−1, i−1, c) (none in step 0) and comes after
+    flow (k, i, c−1) (none for c = 0).
     """
     n = members.size
-    k, i = np.divmod(np.arange(2 * (n - 1) * n), n)
-    waits = np.where(k > 0, (k - 1) * n + (i - 1) % n, -1)
+    flow = np.arange(2 * (n - 1) * n * pieces)
+    step_member, c = np.divmod(flow, pieces)
+    k, i = np.divmod(step_member, n)
+    waits = np.where(k > 0, ((k - 1) * n + (i - 1) % n) * pieces + c, -1)
+    after = np.where(c > 0, flow - 1, -1)
     src, dst = members[i], members[(i + 1) % n]
-    return src, dst, np.full(k.size, 1.0 / n), k * n + i, waits
+    return src, dst, np.full(flow.size, 1.0 / (n * pieces)), flow, waits, after
 
 
 class RingAllreduce(Protocol):
@@ -78,11 +86,12 @@ class RingAllreduce(Protocol):
         if members.size < 2:
             empty = np.zeros(0, dtype=np.intp)
             return NetRound(empty, empty, np.zeros(0), lambda state, lost: RoundStats())
-        src, dst, fraction, opens, waits = ring_flows(members)
+        src, dst, fraction, opens, waits, after = ring_flows(members, self.params.pipeline_chunks)
 
         def finish(state: State, lost: np.ndarray) -> RoundStats:
             if lost[members].any():  # abort: everyone keeps its vector
                 return RoundStats(wait_s=self.params.restart_delay)
             return self.round(state, present, t)
 
-        return NetRound(src, dst, fraction * self.ctx.vector_bytes, finish, opens, waits)
+        nbytes = fraction * self.ctx.vector_bytes
+        return NetRound(src, dst, nbytes, finish, opens, waits, after)
