@@ -13,7 +13,8 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import typer
 import yaml
@@ -330,8 +331,15 @@ def _param_lines(params: Any) -> list[str]:
 
 def _type_name(annotation: Any) -> str:
     """``int``, ``idealized|partial|abort`` for a Literal, ``str | None``."""
-    if get_origin(annotation) is Literal:
+    origin = get_origin(annotation)
+    if origin is Literal:
         return "|".join(str(arg) for arg in get_args(annotation))
+    if origin is Annotated:
+        return _type_name(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        return " | ".join(_type_name(arg) for arg in get_args(annotation))
+    if annotation is type(None):
+        return "None"
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
