@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SCENARIO ?= scenarios/quickstart.yaml
+# hivemind (Moshpit's reference averager) and CPU torch: a venv of their own for the cross-check
+HIVEMIND_VENV := .venv-hivemind
+HIVEMIND_PIP := $(HIVEMIND_VENV)/bin/python -m pip install --quiet
 
 .PHONY: run test test-fast lint bench crosscheck golden notebooks clean
 
@@ -41,7 +44,19 @@ crosscheck: $(STAMP)
 	  && $$sudo apt-get update -qq \
 	  && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq python3-simgrid >/dev/null \
 	  || echo "crosscheck: could not install python3-simgrid; the SimGrid tests will skip"; }
+	@# hivemind 1.1.12's manylinux wheel bundles the p2pd daemon (the sdist fetches it at build
+	@# time); torch: a wheel the machine ships (find-links: the CPU build), else PyTorch's CPU
+	@# index, else PyPI's
+	@$(HIVEMIND_VENV)/bin/python -c 'import hivemind' 2>/dev/null || { \
+	  echo "crosscheck: installing hivemind into $(HIVEMIND_VENV)"; \
+	  $(PYTHON) -m venv $(HIVEMIND_VENV) \
+	  && { $(HIVEMIND_PIP) --no-index --no-deps torch 2>/dev/null \
+	       || $(HIVEMIND_PIP) --retries 0 --index-url https://download.pytorch.org/whl/cpu torch \
+	       || $(HIVEMIND_PIP) torch; } \
+	  && $(HIVEMIND_PIP) --only-binary hivemind torch hivemind==1.1.12 \
+	  && $(HIVEMIND_VENV)/bin/python -c 'import hivemind' \
+	  || echo "crosscheck: could not install hivemind into $(HIVEMIND_VENV); the hivemind tests will skip"; }
 	$(BIN)/python -m pytest -m crosscheck -ra
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(HIVEMIND_VENV) build *.egg-info .pytest_cache .hypothesis
