@@ -109,6 +109,18 @@ def test_validate_says_ok(runner, tiny):
     assert result.stdout == "ok\n"
 
 
+def test_validate_checks_every_run_of_a_sweep(runner, tiny, tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(SWEEP)
+    result = invoke(runner, "validate", sweep)
+    assert result.exit_code == 0
+    assert result.stdout == "ok (sweep of 8 runs)\n"
+    sweep.write_text(SWEEP.replace("group_size: 2", "group_size: -2"))
+    assert_user_error(invoke(runner, "validate", sweep), "group_size")
+    sweep.write_text(SWEEP)
+    assert_user_error(invoke(runner, "validate", sweep, "--set", "seed=1"), "--set")
+
+
 @pytest.mark.parametrize(
     ("text", "needles"),
     [
