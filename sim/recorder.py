@@ -32,34 +32,63 @@ class Sample:
     mean_drift: float
 
 
+#: Elements of the state converted to float64 at a time: statistics walk the columns in
+#: blocks so that a sample never holds a float64 copy of a large state.
+BLOCK_ELEMENTS = 4 * 1024 * 1024
+
+
 def statistics(
     estimate: Any, present: np.ndarray, mean0: Any, exists: np.ndarray | None = None
 ) -> Sample:
     """Variance, error to the initial mean, variance over present peers, mean drift.
 
     ``exists`` (with ``churn.joins``/``leaves``) restricts every statistic to the peers
-    that exist now; ``present`` must then be a subset of it.
+    that exist now; ``present`` must then be a subset of it. Computed in float64, over
+    blocks of columns (at most :data:`BLOCK_ELEMENTS` elements converted at a time).
     """
     xp = array_namespace(estimate)
-    x = xp.astype(estimate, xp.float64)
+    rows = None
     if exists is not None and not exists.all():
-        x = xp.take(x, xp.asarray(np.flatnonzero(exists)), axis=0)
+        rows = xp.asarray(np.flatnonzero(exists))
         present = present[exists]
-    mean = xp.mean(x, axis=0)
-    var = float(xp.mean((x - mean) ** 2))
+    n, dim = int(present.size), int(estimate.shape[1])
+    if n == 0:
+        return Sample(math.nan, math.nan, math.nan, math.nan)
+    n_alive = int(present.sum())
+    alive = None if n_alive in (0, n) else xp.asarray(np.flatnonzero(present))
+    width = max(1, BLOCK_ELEMENTS // n)
+    squares, alive_squares, means = 0.0, 0.0, []
+    for start in range(0, dim, width):
+        block = xp.astype(estimate[:, start : start + width], xp.float64)
+        if rows is not None:
+            block = xp.take(block, rows, axis=0)
+        mean = xp.mean(block, axis=0)
+        means.append(mean)
+        if alive is not None:
+            alive_squares += _squares(xp, xp.take(block, alive, axis=0))
+        squares += _squares(xp, block, mean)
+    var = squares / (n * dim)
+    mean = xp.concat(means) if len(means) > 1 else means[0]
     drift = float(xp.sqrt(xp.mean((mean - mean0) ** 2)))
     err_init = var + drift**2  # E||x - m0||^2 = var + ||m - m0||^2, per coordinate
-    return Sample(var, err_init, _var_alive(x, present, xp, var), drift)
+    if n_alive == n:
+        var_alive = var
+    elif n_alive == 0:
+        var_alive = math.nan
+    else:
+        var_alive = alive_squares / (n_alive * dim)
+    return Sample(var, err_init, var_alive, drift)
 
 
-def _var_alive(x: Any, present: np.ndarray, xp: Any, var_all: float) -> float:
-    n_present = int(present.sum())
-    if n_present == present.size:
-        return var_all
-    if n_present == 0:
-        return math.nan
-    alive = xp.take(x, xp.asarray(np.flatnonzero(present)), axis=0)
-    return float(xp.mean((alive - xp.mean(alive, axis=0)) ** 2))
+def _squares(xp: Any, block: Any, mean: Any = None) -> float:
+    """Σ (block − column mean)²; numpy: in place on ``block`` (a fresh float64 copy)."""
+    if mean is None:
+        mean = xp.mean(block, axis=0)
+    if type(block) is np.ndarray:
+        block -= mean
+        flat = block.reshape(-1)
+        return float(np.dot(flat, flat))
+    return float(xp.sum((block - mean) ** 2))
 
 
 @dataclass
