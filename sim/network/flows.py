@@ -258,11 +258,35 @@ class FlowNetwork:
                 continue
             flow.phase, flow.t_last = BANDWIDTH, now
             self._active[flow.id] = flow
+            flows_on = self._flows_on
+            alone = True
             for r in flow.res:
-                self._flows_on[r][flow.id] = flow
-            entered.append(flow)
+                on = flows_on[r]
+                on[flow.id] = flow
+                alone = alone and len(on) == 1
+            if alone:
+                self._rate_alone(flow, now)
+            else:
+                entered.append(flow)
         if entered:
             self._reallocate(tuple(entered), _NOTHING, now)
+        else:
+            self._schedule_wake(now)
+
+    def _rate_alone(self, flow: Flow, now: float) -> None:
+        """Rate of a flow alone on all its resources: what :func:`reallocate` would give
+        (the smallest capacity share, ties to the lowest resource), without solving."""
+        capacity, w = self._capacity, flow.w
+        level, bneck = math.inf, -1
+        for r in flow.res:
+            share = capacity[r] / w
+            if share < level or (share == level and r < bneck):
+                level, bneck = share, r
+        flow.lam = flow.new_lam = level
+        flow.bneck = flow.new_bneck = bneck
+        flow.rate = rate = level * w
+        flow.version += 1
+        heapq.heappush(self._heap, (now + flow.remaining / rate, flow.id, flow.version, flow))
 
     def _on_wake(self, event: simpy.Event) -> None:
         if event._value != self._wake_version:
