@@ -87,7 +87,8 @@ def _squares(xp: Any, block: Any, mean: Any = None) -> float:
     if type(block) is np.ndarray:
         block -= mean
         flat = block.reshape(-1)
-        return float(np.dot(flat, flat))
+        # einsum, not np.dot: BLAS would start threads, and sweep workers oversubscribe
+        return float(np.einsum("i,i->", flat, flat))
     return float(xp.sum((block - mean) ** 2))
 
 

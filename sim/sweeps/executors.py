@@ -8,6 +8,7 @@ order whatever the scheduling.
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import uuid
@@ -121,13 +122,9 @@ def _dask(
     tasks: Sequence[Task], workers: int, scheduler: str
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     distributed = _import_distributed()
-    cluster = None
-    if scheduler == "local":
-        cluster = distributed.LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
-        )
+    address = local_cluster(workers) if scheduler == "local" else scheduler
     try:
-        with distributed.Client(cluster or scheduler, timeout=DASK_CONNECT_TIMEOUT) as client:
+        with distributed.Client(address, timeout=DASK_CONNECT_TIMEOUT) as client:
             tag = uuid.uuid4().hex[:8]
             futures = {
                 client.submit(run_task, t, key=f"avsim-{tag}-{t.index}", pure=False): t.index
@@ -139,9 +136,33 @@ def _dask(
         raise AvsimError(
             f"--scheduler {scheduler}: cannot use the Dask scheduler ({exc})"
         ) from None
-    finally:
-        if cluster is not None:
-            cluster.close()
+
+
+#: LocalClusters started by ``scheduler="local"`` in this process, by worker count: kept
+#: for the next sweep (starting one costs seconds), closed at exit.
+_LOCAL_CLUSTERS: dict[int, Any] = {}
+
+
+def local_cluster(workers: int) -> Any:
+    """The process's Dask LocalCluster with ``workers`` single-threaded worker processes,
+    started on first use and reused by later sweeps; its scheduler's address."""
+    cluster = _LOCAL_CLUSTERS.get(workers)
+    if cluster is None or cluster.status.name != "running":
+        distributed = _import_distributed()
+        cluster = distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        if not _LOCAL_CLUSTERS:
+            atexit.register(close_local_clusters)
+        _LOCAL_CLUSTERS[workers] = cluster
+    return cluster.scheduler_address
+
+
+def close_local_clusters() -> None:
+    """Close the LocalClusters this process started (also done at exit)."""
+    while _LOCAL_CLUSTERS:
+        _, cluster = _LOCAL_CLUSTERS.popitem()
+        cluster.close()
 
 
 def _import_distributed() -> Any:

@@ -240,6 +240,15 @@ def test_runs_on_a_dask_local_cluster_equal_the_local_runs(tmp_path: Path):
     )
     drop = ["wall_time_s"]
     pd.testing.assert_frame_equal(local.runs.drop(columns=drop), dask.runs.drop(columns=drop))
+    from sim.sweeps import executors
+
+    address = executors.local_cluster(2)  # the cluster of the sweep above, kept
+    again = sweep(
+        spec(grid={"peers.count": [8, 16]}), out=tmp_path / "again", workers=2, scheduler="local"
+    )
+    assert executors.local_cluster(2) == address
+    pd.testing.assert_frame_equal(local.runs.drop(columns=drop), again.runs.drop(columns=drop))
+    executors.close_local_clusters()
 
 
 def test_an_unreachable_dask_scheduler_is_a_one_line_error(tmp_path: Path, monkeypatch):
