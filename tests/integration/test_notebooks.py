@@ -15,6 +15,9 @@ SMALL = {
         "REPEATS = 1\nPEER_COUNTS = [64, 128]\nWORKERS = 1\n"
         'OUT = "{tmp}/out"\n'
     ),
+    "moshpit_vs_ring.ipynb": (
+        'SWEEP = "{root}/scenarios/moshpit_vs_ring.yaml"\nPEERS = 16\nDIM = 4096\nMAX_TIME = 60\n'
+    ),
 }
 
 
