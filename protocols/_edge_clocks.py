@@ -154,13 +154,16 @@ class EdgeClockProtocol(Protocol):
     round's rings; ``counters`` accumulate rings, exchanges and skipped rings.
     """
 
+    counter_names = (
+        "rings", "exchanges", "skipped_absent", "skipped_busy", "completed", "cancelled",
+    )  # fmt: skip
+
     def __init__(self, params: EdgeClockParams, ctx: Context) -> None:
         super().__init__(params, ctx)
         self.graph = build_graph(params, ctx.n_peers, ctx.rng)
         self.edges = graph_edges(self.graph)
         self.rates = edge_rates(self.edges, ctx.n_peers, params.rate)
         self.clocks = PoissonClocks(self.rates)
-        self.counters = {"rings": 0, "exchanges": 0, "skipped_absent": 0, "skipped_busy": 0}
 
     def ring_round(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This round's exchanges between present peers: (offsets in [0, 1), i, j).

@@ -47,6 +47,7 @@ class Matched:
     groups: list[np.ndarray]
     start_s: np.ndarray  # (G,) seconds after the round start
     latest_s: float  # when the last group (formed or not) closed its matchmaking
+    too_small: int = 0  # gatherings that closed under ``min_size`` and did not form
 
 
 def matchmake(
@@ -73,7 +74,7 @@ def matchmake(
     take = np.flatnonzero(labels >= 0)
     order = take[np.lexsort((rank[take], arrival_s[take], labels[take]))]
     key, arrive = labels[order].tolist(), arrival_s[order].tolist()
-    groups, starts, latest = [], [], 0.0
+    groups, starts, latest, too_small = [], [], 0.0, 0
     i, n = 0, order.size
     while i < n:
         deadline = arrive[i] + wait_s
@@ -87,8 +88,10 @@ def matchmake(
             members = order[i:j]
             groups.append(members[np.argsort(rank[members], kind="stable")])
             starts.append(at)
+        else:
+            too_small += 1
         i = j
-    return Matched(groups, np.asarray(starts, dtype=float), latest)
+    return Matched(groups, np.asarray(starts, dtype=float), latest, too_small)
 
 
 @dataclass(frozen=True)

@@ -126,10 +126,14 @@ class Protocol:
     Params: ClassVar[type[ProtocolParams]]
     description: ClassVar[str] = ""
     network_clock: ClassVar[bool] = False
+    #: Event counts the protocol keeps in ``counters``; each is a field of the run's
+    #: summary (0 when the protocol never counted it, e.g. on the other clock).
+    counter_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: Any, ctx: Context) -> None:
         self.params = params
         self.ctx = ctx
+        self.counters: dict[str, int] = dict.fromkeys(self.counter_names, 0)
 
     def init_state(self, state: State) -> None:
         """Add protocol arrays to ``state.extra`` (default: none)."""

@@ -137,6 +137,12 @@ class Moshpit(Protocol):
     Params = MoshpitParams
     description = "Moshpit All-Reduce: groups on a virtual M^d grid, re-keyed every round"
     network_clock = True
+    #: groups that averaged; groups that did not form (under ``min_group_size``, or no
+    #: member able to reduce); groups cancelled by ``abort``; network clock: members
+    #: lost or given up on inside a group, and flows cancelled by a timeout.
+    counter_names = (
+        "groups_formed", "groups_failed", "groups_aborted", "members_failed", "flows_timed_out",
+    )  # fmt: skip
 
     def __init__(self, params: MoshpitParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -146,7 +152,11 @@ class Moshpit(Protocol):
         else:
             self.cells = _grid.spread(ctx.n_peers, size**dims, ctx.rng)
             self.lines = [_grid.line_labels(self.cells, size, dims, a) for a in range(dims)]
-            self._full_lines = [self._filtered(Groups.from_labels(lab)) for lab in self.lines]
+            full = [Groups.from_labels(lab) for lab in self.lines]
+            self._full_lines = [self._filtered(g, count=False) for g in full]
+            self._full_failed = [
+                g.n_groups - kept.n_groups for g, kept in zip(full, self._full_lines, strict=True)
+            ]
         self._wire = net.Wire(
             ctx.dim,
             ctx.itemsize,
@@ -173,7 +183,10 @@ class Moshpit(Protocol):
         if self.params.rekey:
             groups = self._keyed_groups(mask)
         elif mask.all():
-            groups = self._full_lines[t % self.params.grid_dims]
+            axis = t % self.params.grid_dims
+            groups = self._full_lines[axis]
+            self.counters["groups_formed"] += groups.n_groups
+            self.counters["groups_failed"] += self._full_failed[axis]
         else:
             groups = self._line_groups(mask, self.lines[t % self.params.grid_dims])
         if self.params.compression == "none":
@@ -217,6 +230,7 @@ class Moshpit(Protocol):
             labels, self._delay_s, rank, p.group_size, p.min_group_size, p.matchmaking_time
         )
         plans, flows = net.plan_groups(matched, self._shares, self._wire)
+        self.counters["groups_failed"] += matched.too_small + len(matched.groups) - len(plans)
 
         def finish(state: State, lost: np.ndarray) -> RoundStats:
             if not plans:
@@ -251,13 +265,17 @@ class Moshpit(Protocol):
     ) -> RoundStats:
         """The round's arithmetic from what each group's flows achieved."""
         fault, method = self.params.fault_model, self.params.compression
+        self.counters["flows_timed_out"] += int(np.count_nonzero(timed_out))
         clean_groups: list[np.ndarray] = []
         shift = np.zeros(self.ctx.dim)
         for plan in plans:
             request_ok, reply_ok, failed = net.outcome(plan, delivered, timed_out, lost)
             clean = bool(request_ok.all() and reply_ok.all() and not failed.any())
+            self.counters["members_failed"] += int(np.count_nonzero(failed))
             if not clean and fault == "abort":
+                self.counters["groups_aborted"] += 1
                 continue
+            self.counters["groups_formed"] += 1
             if clean and method == "none":
                 clean_groups.append(plan.members)
             else:
@@ -302,8 +320,16 @@ class Moshpit(Protocol):
         assert groups.labels is not None
         return np.isin(groups.labels, labels[~mask])
 
-    def _filtered(self, groups: Groups, aborted: np.ndarray | None = None) -> Groups:
+    def _filtered(
+        self, groups: Groups, aborted: np.ndarray | None = None, count: bool = True
+    ) -> Groups:
         keep = groups.counts >= self.params.min_group_size
+        counts = [int(np.count_nonzero(~keep)), 0]
         if aborted is not None:
+            counts[1] = int(np.count_nonzero(aborted & keep))
             keep &= ~aborted
+        if count:
+            self.counters["groups_failed"] += counts[0]
+            self.counters["groups_aborted"] += counts[1]
+            self.counters["groups_formed"] += int(np.count_nonzero(keep))
         return groups if keep.all() else groups.subset(keep)

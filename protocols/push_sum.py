@@ -84,6 +84,10 @@ class PushSum(Protocol):
     Params = PushSumParams
     description = "asynchronous push-sum on Poisson peer clocks (Kempe et al.)"
     network_clock = True
+    counter_names = (
+        "rings", "pushes", "skipped_absent", "skipped_isolated", "skipped_busy", "completed",
+        "cancelled",
+    )  # fmt: skip
 
     def __init__(self, params: PushSumParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -93,7 +97,6 @@ class PushSum(Protocol):
         itself = np.arange(ctx.n_peers)[:, None]
         self.neighbours = neighbours if neighbours.shape[1] else itself  # no edge at all
         self.clocks = PoissonClocks(np.full(ctx.n_peers, params.rate))
-        self.counters = {"rings": 0, "pushes": 0, "skipped_absent": 0, "skipped_isolated": 0}
 
     def init_state(self, state: State) -> None:
         """Add the weights w = 1 (``state.extra["w"]``, shape (N, 1), the dtype of x)."""

@@ -262,7 +262,10 @@ def run(scenario: Scenario, seed: int | None = None, progress: Progress | None =
     wall = time.perf_counter() - started
     metrics = sim_run.recorder.frame()
     extra = {"traffic": sim_run.traffic()} if scenario.clock == "network" else {}
-    summary = summarize(scenario, seed, sim_run.var_history, sim_run.rounds, metrics, wall)
+    summary = summarize(
+        scenario, seed, sim_run.var_history, sim_run.rounds, metrics, wall,
+        sim_run.protocol.counters,
+    )  # fmt: skip
     return RunResult(
         metrics=metrics,
         summary=summary,

@@ -31,8 +31,10 @@ def summarize(
     rounds: int,
     metrics: pd.DataFrame,
     wall_time_s: float,
+    counters: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Summary fields of the contract, plus ``rounds_to_<t>``/``time_to_<t>_s`` per extra target."""
+    """Summary fields of the contract, plus ``rounds_to_<t>``/``time_to_<t>_s`` per extra
+    target and the protocol's ``counters`` (see :func:`counter_fields`)."""
     last = metrics.iloc[-1]
     reached_round, reached_time = first_below(history, scenario.stop.target_var)
     summary: dict[str, Any] = {
@@ -51,4 +53,14 @@ def summarize(
         reached_round, reached_time = first_below(history, target)
         summary[f"rounds_to_{target_label(target)}"] = reached_round
         summary[f"time_to_{target_label(target)}_s"] = reached_time
+    counters = counters or {}
+    for name in counter_fields(scenario):
+        summary[name] = int(counters.get(name, 0))
     return summary
+
+
+def counter_fields(scenario: Scenario) -> tuple[str, ...]:
+    """The summary fields of the scenario's protocol counters (``counter_names``)."""
+    import protocols
+
+    return protocols.get(scenario.protocol.name).counter_names

@@ -17,7 +17,7 @@ from typing import Any
 
 from sim.errors import ScenarioError
 from sim.scenario import Scenario, apply_overrides, scenario_from_mapping
-from sim.summary import target_label
+from sim.summary import counter_fields, target_label
 from sim.sweeps.spec import Sweep
 
 #: Summary fields every run has (the result contract plus the engine's extras).
@@ -77,6 +77,7 @@ def expand(sweep: Sweep) -> list[RunSpec]:
         for case_index, (case, mapping) in enumerate(zip(spec.cases, mappings, strict=True)):
             scenario = _with_cell(sweep, mapping, cell)
             fields.update(target_fields(scenario))
+            fields.update(counter_fields(scenario))
             columns = {**flatten(case), **cell}
             for k in range(spec.repeats or scenario.repeats):
                 seed = scenario.seed + k

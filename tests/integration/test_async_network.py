@@ -321,3 +321,13 @@ def test_a2cid2_on_a_near_instant_network_samples_the_rounds_clock_trajectory():
     rounds = sim.run(a2cid2(**fast, **stop, clock="rounds"), seed=2)
     assert network.metrics["time_s"].tolist() == pytest.approx(list(range(11)))
     np.testing.assert_allclose(network.metrics["var"], rounds.metrics["var"], rtol=1e-6)
+
+
+def test_the_summary_reports_the_exchange_counters():
+    result = sim.run(scenario(**{**CHURNED, "stop.max_time": 5}), seed=1)
+    summary = result.summary
+    for name in ("rings", "exchanges", "completed", "cancelled", "skipped_absent"):
+        assert isinstance(summary[name], int)
+    assert summary["completed"] > 0
+    assert summary["exchanges"] >= summary["completed"] + summary["cancelled"]
+    assert summary["messages"] == 2 * summary["exchanges"]

@@ -303,3 +303,36 @@ def test_rounds_clock_compression_matches_the_network_clock():
         scenario(overrides={**overrides, "clock": "rounds"}, compression="uniform8")
     )
     np.testing.assert_array_equal(on_net.state.x, on_rounds.state.x)
+
+
+# -- counters in the summary ----------------------------------------------------------------
+
+
+def test_summary_counts_groups_failures_and_timeouts():
+    classes = [
+        {"name": "fast", "fraction": 0.75},
+        {"name": "slow", "fraction": 0.25, "upload": UP / 100},
+    ]
+    timed = sim.run(
+        scenario(count=4, overrides={"peers.classes": classes}, sender_timeout="50 ms")
+    ).summary
+    assert timed["groups_formed"] == 1
+    assert timed["members_failed"] == 1
+    assert timed["flows_timed_out"] > 0
+    abort = scenario(
+        count=4, overrides={"peers.classes": classes}, sender_timeout="50 ms", fault_model="abort"
+    )
+    aborted = sim.run(abort).summary
+    assert (aborted["groups_formed"], aborted["groups_aborted"]) == (0, 1)
+    late = [{"fraction": 0.875}, {"fraction": 0.125, "delay": "10 s"}]
+    straggled = sim.run(scenario(count=8, overrides={"peers.classes": late})).summary
+    assert (straggled["groups_formed"], straggled["groups_failed"]) == (1, 1)
+
+
+def test_rounds_clock_counts_groups_too():
+    summary = sim.run(
+        scenario(overrides={"clock": "rounds", "peers.count": 64, "protocol.group_size": 8,
+                            "protocol.grid_dims": 2, "stop.max_rounds": 2})
+    ).summary  # fmt: skip
+    assert summary["groups_formed"] == 16
+    assert summary["flows_timed_out"] == 0

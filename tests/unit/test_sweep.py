@@ -283,3 +283,10 @@ def test_baseline_must_index_a_case(tmp_path):
     data = {"name": "s", "scenario": {"protocol": {"name": "all_reduce"}}, "baseline": 2}
     with pytest.raises(ScenarioError, match="baseline"):
         sweep_from_mapping(data)
+
+
+def test_a_protocol_counter_is_a_reportable_summary_field():
+    moshpit = [*CASES, {"protocol": {"name": "moshpit", "group_size": 4}}]
+    assert len(expand(sweep_from_mapping(spec(cases=moshpit, report=["groups_formed"])))) == 24
+    with pytest.raises(ScenarioError, match="report"):
+        expand(sweep_from_mapping(spec(report=["groups_formed"])))  # no case counts groups
