@@ -71,7 +71,8 @@ def _mean(values: pd.Series | None) -> float:
 
 
 def _speedup(base: pd.Series | None, values: pd.Series | None) -> str:
-    ratio = _mean(base) / _mean(values)
+    mean = _mean(values)
+    ratio = _mean(base) / mean if mean != 0 else math.nan  # a count of 0: no ratio
     return format_number(ratio) if math.isfinite(ratio) else "—"
 
 

@@ -290,3 +290,9 @@ def test_a_protocol_counter_is_a_reportable_summary_field():
     assert len(expand(sweep_from_mapping(spec(cases=moshpit, report=["groups_formed"])))) == 24
     with pytest.raises(ScenarioError, match="report"):
         expand(sweep_from_mapping(spec(report=["groups_formed"])))  # no case counts groups
+
+
+def test_a_zero_mean_gives_no_speed_up_instead_of_an_error():
+    runs = pd.DataFrame({"case": ["a", "b"], "groups_aborted": [3, 0]})
+    _, rows = sweep_table(runs, ["case"], ["groups_aborted"], "a")
+    assert {row[0]: row[-1] for row in rows} == {"a": "1", "b": "—"}
