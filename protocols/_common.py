@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
@@ -36,6 +36,10 @@ Bytes = Annotated[
     PlainSerializer(int, return_type=int),
     WithJsonSchema(_QUANTITY_SCHEMA),
 ]
+
+
+#: Wire compression of the vectors a protocol sends (``sim.kernels.compression``).
+Compression = Literal["none", "fp16", "uniform8", "quantile8"]
 
 
 def as_mask(present: Any, n_peers: int) -> np.ndarray:

@@ -68,7 +68,7 @@ from pydantic import Field, model_validator
 
 from protocols import _grid
 from protocols import _moshpit_net as net
-from protocols._common import Bytes, Seconds, as_mask, butterfly_traffic
+from protocols._common import Bytes, Compression, Seconds, as_mask, butterfly_traffic
 from protocols.base import Context, NetRound, Protocol, ProtocolParams, RoundStats, State
 from sim.kernels import Groups, group_mean
 from sim.kernels.butterfly import butterfly_pieces
@@ -95,9 +95,7 @@ class MoshpitParams(ProtocolParams):
     reducer_timeout: Seconds | None = Field(
         default=None, ge=0, description="seconds a member waits for a result (null: 2 × sender)"
     )
-    compression: Literal["none", "fp16", "uniform8", "quantile8"] = Field(
-        default="none", description="wire compression"
-    )
+    compression: Compression = Field(default="none", description="wire compression")
 
     @model_validator(mode="after")
     def _check_grid(self) -> MoshpitParams:
