@@ -8,13 +8,38 @@ each member moves S·(1 + (g−2)/g) bytes, and the whole group 2·(g−1)·S by
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from sim.kernels import Groups
+from sim.kernels.compression import wire_bytes
+
+#: ``part_nbytes(sizes, positions) -> bytes`` of butterfly parts (see :func:`butterfly_flows`).
+PartBytes = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def butterfly_flows(groups: Groups, vector_bytes: float) -> tuple[np.ndarray, ...]:
+def compressed_part_nbytes(method: str, dim: int, itemsize: int) -> PartBytes:
+    """Bytes of equal-split parts on a compressing wire: the member at position p of a
+    group of g reduces ⌊dim/g⌋ coordinates, one more when p < dim mod g (the largest
+    remainder rule of ``whole_coordinates``)."""
+
+    def part_nbytes(sizes: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        coords = dim // sizes + (positions < dim % sizes)
+        table = {int(c): wire_bytes(method, int(c), itemsize) for c in np.unique(coords)}
+        return np.array([table[int(c)] for c in coords], dtype=float)
+
+    return part_nbytes
+
+
+def butterfly_flows(
+    groups: Groups, vector_bytes: float, part_nbytes: PartBytes | None = None
+) -> tuple[np.ndarray, ...]:
     """Flows of one butterfly all-reduce per group, equal shares.
+
+    ``part_nbytes(sizes, positions)`` gives the bytes of the part that the member at
+    ``positions`` of a group of ``sizes`` reduces (default ``vector_bytes / sizes``; a
+    compressing wire passes its own).
 
     Returns
     -------
@@ -32,7 +57,11 @@ def butterfly_flows(groups: Groups, vector_bytes: float) -> tuple[np.ndarray, ..
     group = np.broadcast_to(np.arange(groups.n_groups)[:, None, None], pairs.shape)[pairs]
     senders = np.broadcast_to(a, pairs.shape)[pairs]
     reducers = np.broadcast_to(b, pairs.shape)[pairs]
-    part = vector_bytes / sizes[group]
+    if part_nbytes is None:
+        part = vector_bytes / sizes[group]
+    else:
+        slots = np.arange(groups.max_size)[None, None, :]
+        part = part_nbytes(sizes[group], np.broadcast_to(slots, pairs.shape)[pairs])
     src = np.concatenate([senders, reducers])
     dst = np.concatenate([reducers, senders])
     none = np.full(group.size, -1, dtype=np.intp)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,8 @@ from protocols._load_balance import (
     part_bounds,
     whole_coordinates,
 )
+from sim.kernels import Groups
+from sim.kernels.butterfly import butterfly_pieces
 from sim.kernels.compression import wire_bytes
 
 
@@ -297,6 +300,27 @@ def everyone_but(plan: Butterfly, failed: np.ndarray) -> tuple[np.ndarray, np.nd
     """``idealized``: every piece averages, and reaches, the members that did not fail."""
     mask = np.broadcast_to(~failed[None, :], (plan.bounds.shape[0], plan.members.size))
     return mask, mask
+
+
+def compressed_round(
+    x: Any, groups: Groups, shares: ShareCache, wire: Wire
+) -> tuple[Any, float, int, np.ndarray]:
+    """Every group's butterfly through a compressing wire, everyone delivered (the rounds
+    clock's arithmetic with compression): (x, bytes, messages, shift of the global sum)."""
+    matched = Matched(
+        [groups.order[a : a + c] for a, c in zip(groups.starts, groups.counts, strict=True)],
+        np.zeros(groups.n_groups),
+        0.0,
+    )
+    plans, flows = plan_groups(matched, shares, wire)
+    shift = np.zeros(wire.dim)
+    for plan in plans:
+        everyone = np.ones((plan.bounds.shape[0], plan.members.size), dtype=bool)
+        x, moved = butterfly_pieces(
+            x, plan.members, plan.bounds, plan.reducer, everyone, everyone, wire.compression
+        )
+        shift += moved
+    return x, float(flows.nbytes.sum()), int(flows.src.size), shift
 
 
 def timeout_or_inf(value: float | None) -> float:

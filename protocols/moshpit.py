@@ -195,25 +195,10 @@ class Moshpit(Protocol):
 
     def _compressed(self, state: State, groups: Groups) -> RoundStats:
         """Rounds clock with compression: every group's butterfly through the wire."""
-        matched = net.Matched(
-            [groups.order[a : a + c] for a, c in zip(groups.starts, groups.counts, strict=True)],
-            np.zeros(groups.n_groups),
-            0.0,
+        state.x, nbytes, messages, shift = net.compressed_round(
+            state.x, groups, self._equal, self._wire
         )
-        plans, flows = net.plan_groups(matched, self._equal, self._wire)
-        shift = np.zeros(self.ctx.dim)
-        for plan in plans:
-            everyone = np.ones((plan.bounds.shape[0], plan.members.size), dtype=bool)
-            state.x, moved = butterfly_pieces(
-                state.x, plan.members, plan.bounds, plan.reducer, everyone, everyone,
-                self.params.compression,
-            )  # fmt: skip
-            shift += moved
-        return RoundStats(
-            bytes_sent=float(flows.nbytes.sum()),
-            messages=int(flows.src.size),
-            mean_drift=self._drift(shift),
-        )
+        return RoundStats(bytes_sent=nbytes, messages=messages, mean_drift=self._drift(shift))
 
     def _drift(self, shift: np.ndarray) -> float:
         return float(np.linalg.norm(shift)) / self.ctx.n_peers / np.sqrt(self.ctx.dim)

@@ -8,17 +8,21 @@ group together. Absent peers keep their vectors. With N present peers and M divi
 the expected one-round variance factor is (r−1)/(N−1).
 
 Messages: each group runs a butterfly all-reduce: a group of g moves 2·(g−1)·S bytes in
-2·g·(g−1) messages (S = vector bytes).
+2·g·(g−1) messages (S = vector bytes). ``compression`` (fp16, uniform8, quantile8)
+quantizes every part sent and every reduced part sent back (equal shares, one message
+per part): the bytes shrink, the receivers use dequantized values, the reducer its own
+exact ones (as moshpit's butterfly, ``sim.kernels.butterfly``).
 
 Invariants (tests cite this table):
 
 | quantity | guarantee | failure modes |
 | --- | --- | --- |
-| global sum Σ_i x_i | preserved (round-off) | all |
-| var | never increases (a projection per group) | all |
+| global sum Σ_i x_i | preserved (round-off) | all; ``compression: none`` |
+| var | never increases (a projection per group) | all; ``compression: none`` |
 | absent peers' vectors | unchanged, bit for bit | any absence |
-| equal vectors | unchanged, bit for bit | all |
+| equal vectors | unchanged, bit for bit | all; ``compression: none`` |
 | E[var after] / var before | (r−1)/(N−1), everyone present, M divides N | none |
+| global sum with compression | moves by the wire's error (``mean_drift``) | all |
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from protocols._butterfly import butterfly_flows, without
-from protocols._common import as_mask, butterfly_traffic
-from protocols.base import NetRound, Protocol, ProtocolParams, RoundStats, State
+from protocols import _moshpit_net as wire
+from protocols._butterfly import butterfly_flows, compressed_part_nbytes, without
+from protocols._common import Compression, as_mask, butterfly_traffic
+from protocols.base import Context, NetRound, Protocol, ProtocolParams, RoundStats, State
 from sim.kernels import Groups, group_mean
 
 
@@ -39,6 +44,7 @@ class RandomGroupsParams(ProtocolParams):
 
     name: Literal["random_groups"] = "random_groups"
     group_size: int = Field(default=8, ge=1, description="peers per group M")
+    compression: Compression = Field(default="none", description="wire compression")
 
 
 def random_partition(rows: np.ndarray, group_size: int, n_peers: int) -> Groups:
@@ -71,6 +77,15 @@ class RandomGroups(Protocol):
     description = "each round the present peers are shuffled into groups that average"
     network_clock = True
 
+    def __init__(self, params: RandomGroupsParams, ctx: Context) -> None:
+        super().__init__(params, ctx)
+        n, method = ctx.n_peers, params.compression
+        self._shares = wire.ShareCache(np.ones(n), np.ones(n, bool), ctx.dim, balance=False)
+        self._wire = wire.Wire(ctx.dim, ctx.itemsize, ctx.vector_bytes, method, 0.0, 0.0)
+        self._part_nbytes = (
+            None if method == "none" else compressed_part_nbytes(method, ctx.dim, ctx.itemsize)
+        )
+
     def groups(self, present: np.ndarray) -> Groups:
         """This round's groups: the present peers shuffled and cut (draws from the rng)."""
         rows = np.flatnonzero(as_mask(present, self.ctx.n_peers))
@@ -85,7 +100,9 @@ class RandomGroups(Protocol):
         """Butterfly all-reduce flows per group; members lost mid-round are left out
         (the others average among themselves, as ``idealized`` faults)."""
         groups = self.groups(present)
-        src, dst, nbytes, opens, waits = butterfly_flows(groups, self.ctx.vector_bytes)
+        src, dst, nbytes, opens, waits = butterfly_flows(
+            groups, self.ctx.vector_bytes, self._part_nbytes
+        )
 
         def finish(state: State, lost: np.ndarray) -> RoundStats:
             return self.average(state, without(groups, lost) if lost.any() else groups)
@@ -93,7 +110,13 @@ class RandomGroups(Protocol):
         return NetRound(src, dst, nbytes, finish, opens, waits)
 
     def average(self, state: State, groups: Groups) -> RoundStats:
-        """Replace every member's vector by its group's mean."""
+        """Replace every member's vector by its group's mean (through the wire)."""
+        if self.params.compression != "none":
+            state.x, nbytes, messages, shift = wire.compressed_round(
+                state.x, groups, self._shares, self._wire
+            )
+            drift = float(np.linalg.norm(shift)) / self.ctx.n_peers / np.sqrt(self.ctx.dim)
+            return RoundStats(bytes_sent=nbytes, messages=messages, mean_drift=drift)
         state.x = group_mean(state.x, groups)
         nbytes, messages = butterfly_traffic(groups.counts, self.ctx.vector_bytes)
         return RoundStats(bytes_sent=nbytes, messages=messages)
