@@ -13,6 +13,12 @@ and succeeds over the present peers. On the network clock any loss of a member a
 the attempt: everyone keeps its old vector, and the next attempt starts
 ``restart_delay`` seconds later with the peers then present.
 
+``compression`` quantizes every message (:func:`sim.kernels.ring.ring_reduce`): each hop
+of the reduce-scatter re-encodes the partial sum it forwards; the all-gather sends the
+mean once, encoded, and the others forward those bytes, so every member but the chunk's
+owner ends with the same dequantized mean. Chunks are whole coordinates (⌊dim/n⌋, one
+more for the first dim mod n) when the wire compresses.
+
 Messages: every step every member sends one chunk of S/n bytes to its successor:
 2(n−1)·S/n bytes per member per attempt. Without contention one attempt takes
 2(n−1)·(lat + S/(n·B)) (B the slowest link).
@@ -21,7 +27,7 @@ Invariants (tests cite this table):
 
 | quantity | guarantee | failure modes |
 | --- | --- | --- |
-| global sum Σ_i x_i | preserved (round-off) | all |
+| global sum Σ_i x_i | preserved (round-off); with compression it moves (``mean_drift``) | all |
 | members after a completed attempt | exact mean of the members (all rows equal) | none lost |
 | state after an aborted attempt | unchanged, bit for bit | any member lost |
 | absent peers' vectors | unchanged | all |
@@ -34,9 +40,12 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from protocols._common import Seconds, as_mask
+from protocols._common import Compression, Seconds, as_mask
+from protocols._load_balance import whole_coordinates
 from protocols.base import NetRound, Protocol, ProtocolParams, RoundStats, State
 from sim.kernels import Groups, group_mean
+from sim.kernels.compression import wire_bytes
+from sim.kernels.ring import ring_reduce
 
 
 class RingAllreduceParams(ProtocolParams):
@@ -45,6 +54,7 @@ class RingAllreduceParams(ProtocolParams):
     name: Literal["ring_allreduce"] = "ring_allreduce"
     restart_delay: Seconds = Field(default=1.0, ge=0, description="seconds after an abort")
     pipeline_chunks: int = Field(default=1, ge=1, description="pieces per chunk (network clock)")
+    compression: Compression = Field(default="none", description="wire compression")
 
 
 def ring_flows(members: np.ndarray, pieces: int = 1) -> tuple[np.ndarray, ...]:
@@ -76,6 +86,16 @@ class RingAllreduce(Protocol):
         members = np.flatnonzero(as_mask(present, self.ctx.n_peers))
         if members.size < 2:
             return RoundStats()
+        method = self.params.compression
+        if method != "none":
+            counts = self._chunks(members.size)
+            state.x, shift = ring_reduce(state.x, members, counts, method)
+            itemsize = self.ctx.itemsize
+            nbytes = (
+                2 * (members.size - 1) * sum(wire_bytes(method, int(c), itemsize) for c in counts)
+            )
+            drift = float(np.linalg.norm(shift)) / self.ctx.n_peers / np.sqrt(self.ctx.dim)
+            return RoundStats(float(nbytes), 2 * members.size * (members.size - 1), drift)
         state.x = group_mean(state.x, Groups.single(members, self.ctx.n_peers))
         nbytes = 2 * (members.size - 1) * self.ctx.vector_bytes
         return RoundStats(float(nbytes), 2 * members.size * (members.size - 1))
@@ -94,4 +114,22 @@ class RingAllreduce(Protocol):
             return self.round(state, present, t)
 
         nbytes = fraction * self.ctx.vector_bytes
+        if self.params.compression != "none":
+            nbytes = self._compressed_bytes(members.size, opens.size)
         return NetRound(src, dst, nbytes, finish, opens, waits, after)
+
+    def _chunks(self, n: int) -> np.ndarray:
+        """Whole coordinates of each of the n chunks (the first dim mod n get one more)."""
+        return whole_coordinates(np.full(n, 1.0 / n), self.ctx.dim)
+
+    def _compressed_bytes(self, n: int, n_flows: int) -> np.ndarray:
+        """Wire bytes of every flow of :func:`ring_flows` when the wire compresses."""
+        pieces = self.params.pipeline_chunks
+        step_member, piece = np.divmod(np.arange(n_flows), pieces)
+        k, i = np.divmod(step_member, n)
+        chunk = np.where(k < n - 1, i - k, i + 1 - (k - (n - 1))) % n
+        coords = self._chunks(n)[chunk]
+        coords = coords // pieces + (piece < coords % pieces)
+        table = {int(c): wire_bytes(self.params.compression, int(c), self.ctx.itemsize)
+                 for c in np.unique(coords)}  # fmt: skip
+        return np.array([table[int(c)] for c in coords], dtype=float)
