@@ -31,6 +31,13 @@ the sender keeps everything (``cancelled``). One push in flight per sender keeps
 between send and delivery w_i only grows (receipts), so after delivery
 w_i ≥ w_i(send)/2 > 0; a receiver is never busy.
 
+Compression (``params.compression``): every vector sent is one quantized message of
+:func:`~sim.kernels.compression.wire_bytes` bytes (a push adds its exact weight,
+itemsize bytes). The snapshot also takes what the other end will decode, and each end
+applies its own exact value against the other's dequantized one — pairwise gossip:
+x_i −= (s_i − Q(s_j))/2, x_j += (Q(s_i) − s_j)/2; a push: x_i −= h_x, x_j += Q(h_x)
+(w exact). Σx then moves by the wire's error; with ``none`` nothing changes.
+
 The straggler ``delay`` of peers does not apply here (it is a per-round start delay).
 """
 
@@ -42,8 +49,11 @@ from typing import Any, Protocol
 import numpy as np
 import simpy
 
+from protocols._edge_clocks import wire_vector_bytes
 from protocols.base import State
 from sim.kernels import pairwise_delta
+from sim.kernels._xp import namespace
+from sim.kernels.compression import roundtrip
 
 #: Simulated time drawn from the clocks at once (the rounds clock's round).
 WINDOW = 1.0
@@ -63,14 +73,34 @@ class RunEnv(Protocol):
     state: State
 
 
-def move(x: Any, i: int, j: int, delta: Any) -> Any:
-    """x_i ← x_i − delta, x_j ← x_j + delta (i ≠ j; ``delta`` a (dim,) row of x's
-    backend). numpy arrays are updated in place; returns the new array otherwise."""
+def move(x: Any, i: int, j: int, delta: Any, delta_j: Any = None) -> Any:
+    """x_i ← x_i − delta, x_j ← x_j + delta_j (default ``delta``; i ≠ j; deltas (dim,)
+    rows of x's backend). numpy arrays are updated in place; returns the new array
+    otherwise."""
     if isinstance(x, np.ndarray):
         x[i] -= delta
-        x[j] += delta
+        x[j] += delta if delta_j is None else delta_j
         return x
-    return pairwise_delta(x, np.array([i]), np.array([j]), delta[None, :], -delta[None, :])
+    if delta_j is None:
+        return pairwise_delta(x, np.array([i]), np.array([j]), delta[None, :], -delta[None, :])
+    # (s_i − q_j)/2 = delta and (q_i − s_j)/2 = delta_j, exactly (doubling, halving)
+    return pairwise_delta(
+        x,
+        np.array([i]),
+        np.array([j]),
+        delta[None, :],
+        -delta_j[None, :],
+        delta_j[None, :],
+        -delta[None, :],
+    )
+
+
+def received_pair(x: Any, i: int, j: int, compression: str) -> tuple[Any, Any, Any, Any]:
+    """(s_i, s_j, Q(s_i), Q(s_j)): rows i and j of ``x`` as sent now, and as the other end
+    decodes them through the ``compression`` wire (one message each)."""
+    sent = namespace(x).stack((x[i, ...], x[j, ...]))
+    received = roundtrip(sent, compression)[0]
+    return sent[0, ...], sent[1, ...], received[0, ...], received[1, ...]
 
 
 def ring_loop(
@@ -126,8 +156,22 @@ class _Exchange:
         self.busy[self.j] -= 1
 
 
-def pairwise_rules(state: State) -> tuple[Snapshot, Apply]:
-    """Pairwise gossip's exchange: snapshot m = (s_i − s_j)/2; x_i −= m, x_j += m."""
+def pairwise_rules(state: State, compression: str = "none") -> tuple[Snapshot, Apply]:
+    """Pairwise gossip's exchange: snapshot m = (s_i − s_j)/2; x_i −= m, x_j += m.
+
+    With compression the snapshot is (m_i, m_j) = ((s_i − Q(s_j))/2, (Q(s_i) − s_j)/2)
+    and x_i −= m_i, x_j += m_j.
+    """
+    if compression != "none":
+
+        def snapshot_compressed(i: int, j: int) -> Any:
+            s_i, s_j, q_i, q_j = received_pair(state.x, i, j, compression)
+            return (s_i - q_j) * 0.5, (q_i - s_j) * 0.5
+
+        def apply_compressed(i: int, j: int, m: Any) -> None:
+            state.x = move(state.x, i, j, m[0], m[1])
+
+        return snapshot_compressed, apply_compressed
 
     def snapshot(i: int, j: int) -> Any:
         x = state.x
@@ -152,10 +196,11 @@ def exchange_process(
     present, counters, ctx = run.present, protocol.counters, protocol.ctx
     for key in ("completed", "cancelled"):
         counters.setdefault(key, 0)
-    snapshot, apply = pairwise_rules(run.state) if rules is None else rules
+    compression = getattr(protocol.params, "compression", "none")
+    snapshot, apply = pairwise_rules(run.state, compression) if rules is None else rules
     ends = list(zip(protocol.edges[:, 0].tolist(), protocol.edges[:, 1].tolist(), strict=True))
     cap = int(protocol.params.max_concurrent)
-    nbytes = float(ctx.vector_bytes)
+    nbytes = float(wire_vector_bytes(ctx, compression))
     busy = [0] * ctx.n_peers
     send = run.net.send
 
@@ -182,20 +227,29 @@ def exchange_process(
 
 
 class _Push:
-    """One push in flight: sender, target and the half (h_x, h_w) sent."""
+    """One push in flight: sender, target, the half (h_x, h_w) sent and the h_x decoded."""
 
-    __slots__ = ("busy", "counters", "half_w", "half_x", "i", "j", "state")
+    __slots__ = ("arrived_x", "busy", "counters", "half_w", "half_x", "i", "j", "state")
 
-    def __init__(self, i: int, j: int, state: State, busy: list[bool], counters: dict) -> None:
+    def __init__(
+        self,
+        i: int,
+        j: int,
+        state: State,
+        busy: list[bool],
+        counters: dict,
+        compression: str = "none",
+    ) -> None:
         self.i, self.j, self.state, self.busy, self.counters = i, j, state, busy, counters
         self.half_x = state.x[i, ...] * 0.5
         self.half_w = state.extra["w"][i, ...] * 0.5
+        self.arrived_x = None if compression == "none" else roundtrip(self.half_x, compression)[0]
 
     def on_end(self, event: simpy.Event) -> None:
         """Callback of the flow's ``done``: deliver the half, or keep everything."""
         if event.ok:
             state = self.state
-            state.x = move(state.x, self.i, self.j, self.half_x)
+            state.x = move(state.x, self.i, self.j, self.half_x, self.arrived_x)
             state.extra["w"] = move(state.extra["w"], self.i, self.j, self.half_w)
             self.counters["completed"] += 1
         else:
@@ -214,7 +268,8 @@ def push_process(protocol: Any, run: RunEnv) -> Generator[simpy.Event, Any, None
     for key in ("skipped_busy", "completed", "cancelled"):
         counters.setdefault(key, 0)
     degree, neighbours = protocol.degree, protocol.neighbours
-    nbytes = float(ctx.vector_bytes + ctx.itemsize)
+    compression = getattr(protocol.params, "compression", "none")
+    nbytes = float(wire_vector_bytes(ctx, compression) + ctx.itemsize)
     busy = [False] * ctx.n_peers
     send, rng = run.net.send, ctx.rng
 
@@ -238,6 +293,7 @@ def push_process(protocol: Any, run: RunEnv) -> Generator[simpy.Event, Any, None
             return
         counters["pushes"] += 1
         busy[i] = True
-        send(i, j, nbytes).done.callbacks.append(_Push(i, j, state, busy, counters).on_end)
+        pending = _Push(i, j, state, busy, counters, compression)
+        send(i, j, nbytes).done.callbacks.append(pending.on_end)
 
     return ring_loop(run.env, protocol.clocks, rng, plan, on_ring)

@@ -21,9 +21,10 @@ import networkx as nx
 import numpy as np
 from pydantic import Field
 
-from protocols._common import as_mask
+from protocols._common import Compression, as_mask
 from protocols.base import Context, Protocol, RoundStats
 from protocols.topology import TopologyParams, build_graph
+from sim.kernels.compression import wire_bytes
 
 
 class EdgeClockParams(TopologyParams):
@@ -36,6 +37,15 @@ class EdgeClockParams(TopologyParams):
         ge=1,
         description="exchanges a peer takes part in at once (never binds on the rounds clock)",
     )
+    compression: Compression = Field(default="none", description="wire compression")
+
+
+def wire_vector_bytes(ctx: Context, compression: str) -> int:
+    """Bytes of one vector message through the wire: S uncompressed, else
+    :func:`~sim.kernels.compression.wire_bytes` of ``dim`` coordinates."""
+    if compression == "none":
+        return ctx.vector_bytes
+    return wire_bytes(compression, ctx.dim, ctx.itemsize)
 
 
 def graph_edges(graph: nx.Graph) -> np.ndarray:
@@ -164,6 +174,8 @@ class EdgeClockProtocol(Protocol):
         self.edges = graph_edges(self.graph)
         self.rates = edge_rates(self.edges, ctx.n_peers, params.rate)
         self.clocks = PoissonClocks(self.rates)
+        #: Bytes of one vector sent (S, or less with ``compression``).
+        self.wire_vector_bytes = wire_vector_bytes(ctx, params.compression)
 
     def ring_round(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This round's exchanges between present peers: (offsets in [0, 1), i, j).
@@ -181,5 +193,6 @@ class EdgeClockProtocol(Protocol):
         return times[live], i[live], j[live]
 
     def exchange_stats(self, exchanges: int) -> RoundStats:
-        """Traffic of ``exchanges`` exchanges: both vectors travel (2 messages, 2·S bytes)."""
-        return RoundStats(float(2 * exchanges * self.ctx.vector_bytes), 2 * exchanges)
+        """Traffic of ``exchanges`` exchanges: both vectors travel (2 messages, 2·S bytes;
+        S the compressed message's bytes with ``compression``)."""
+        return RoundStats(float(2 * exchanges * self.wire_vector_bytes), 2 * exchanges)

@@ -36,16 +36,24 @@ as of now (``reset`` and ``keep`` are exact).
 
 Messages: each exchange sends both x vectors (x̃ stays local): 2 messages, 2·S bytes.
 
+Compression (``compression``: fp16, uniform8, quantile8; both clocks): each x sent is
+one quantized message (S = :func:`~sim.kernels.compression.wire_bytes` of ``dim``
+coordinates); each end uses its own exact value and the other's dequantized one:
+m_i = x_i − Q(x_j), m_j = Q(x_i) − x_j (values at the event time; on the network clock
+the snapshot at the start), x_i −= m_i/2, x̃_i −= α̃·m_i, x_j += m_j/2, x̃_j += α̃·m_j.
+Σx and Σx̃ then move by the wire's error (``mean_drift``).
+
 Invariants (tests cite this table):
 
 | quantity | guarantee | failure modes |
 | --- | --- | --- |
-| Σ_i (x_i + x̃_i) | preserved (round-off) | all |
-| Σ_i x_i at round ends (network: at ``sync``), when x̃(0) = x(0) | preserved (round-off) | all |
-| equal vectors with x̃ = x | unchanged | all |
+| Σ_i (x_i + x̃_i) | preserved (round-off) | all; ``compression: none`` |
+| Σ_i x_i at round ends / ``sync``, x̃(0) = x(0) | kept (round-off) | all; ``compression: none`` |
+| equal vectors with x̃ = x | unchanged | all; ``compression: none`` |
 | E[(x, x̃)(t)] | exp(A t)·(x(0), x̃(0)), A of :func:`expected_generator` | none |
 | slowest decay rate of E[x] − x̄ | ≈ η (vs 1/(2χ₁) for pairwise gossip) | none |
 | batched waves | equal to the one-by-one application (round-off) | all |
+| Σ_i x_i with compression | moves by the wire's error (``mean_drift``) | all |
 
 Why Σx is kept: Σ(x + x̃) is kept by mixing and exchanges, and every exchange adds
 opposite amounts to x_i − x̃_i and x_j − x̃_j, which then decay at the same rate 2η, so
@@ -66,7 +74,7 @@ import numpy as np
 import simpy
 from pydantic import Field
 
-from protocols._async_net import RunEnv, exchange_process, move
+from protocols._async_net import RunEnv, exchange_process, move, received_pair
 from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, waves
 from protocols._spectra import GraphConstants, graph_constants
 from protocols.base import Context, RoundStats, State
@@ -124,19 +132,21 @@ def apply_events(
     eta: float,
     alpha_tilde: float,
     end: float = 1.0,
+    compression: str = "none",
 ) -> tuple[Any, Any]:
     """Exchanges (i_k, j_k) at times t_k ∈ [0, end), in order, then everyone to ``end``.
 
     All peers start at time 0. Events are batched in waves of disjoint pairs; each end is
     brought forward to its own exchange's time, so the result equals the one-by-one
-    application (to round-off). Returns the new (x, x_tilde).
+    application (to round-off). x is sent through the ``compression`` wire. Returns the
+    new (x, x_tilde).
     """
     last = np.zeros(x.shape[0])
     for wave in waves(i, j):
         rows = np.concatenate((i[wave], j[wave]))
         at = np.concatenate((times[wave], times[wave]))
         c = mix_coefficient(at - last[rows], eta)
-        x, x_tilde = a2cid2_exchange(x, x_tilde, i[wave], j[wave], c, alpha_tilde)
+        x, x_tilde = a2cid2_exchange(x, x_tilde, i[wave], j[wave], c, alpha_tilde, compression)
         last[rows] = at
     if eta > 0:
         x, x_tilde = a2cid2_mix(x, x_tilde, mix_coefficient(end - last, eta))
@@ -182,7 +192,14 @@ class A2cid2(EdgeClockProtocol):
         """One unit of time: exchanges at their ring times, lazy mixing, all to t + 1."""
         times, i, j = self.ring_round(present)
         state.x, state.extra["x_tilde"] = apply_events(
-            state.x, state.extra["x_tilde"], times, i, j, self.eta, self.alpha_tilde
+            state.x,
+            state.extra["x_tilde"],
+            times,
+            i,
+            j,
+            self.eta,
+            self.alpha_tilde,
+            compression=self.params.compression,
         )
         return self.exchange_stats(i.size)
 
@@ -191,6 +208,24 @@ class A2cid2(EdgeClockProtocol):
         state = run.state
         env = run.env
         self.last[:] = float(env.now)
+
+        compression = self.params.compression
+        if compression != "none":
+
+            def snapshot_compressed(i: int, j: int) -> Any:
+                self.forward(state, np.array([i, j]), float(env.now))
+                s_i, s_j, q_i, q_j = received_pair(state.x, i, j, compression)
+                return s_i - q_j, q_i - s_j
+
+            def apply_compressed(i: int, j: int, m: Any) -> None:
+                self.forward(state, np.array([i, j]), float(env.now))
+                m_i, m_j = m
+                state.x = move(state.x, i, j, 0.5 * m_i, 0.5 * m_j)
+                state.extra["x_tilde"] = move(
+                    state.extra["x_tilde"], i, j, self.alpha_tilde * m_i, self.alpha_tilde * m_j
+                )
+
+            return exchange_process(self, run, (snapshot_compressed, apply_compressed))
 
         def snapshot(i: int, j: int) -> Any:
             self.forward(state, np.array([i, j]), float(env.now))

@@ -16,6 +16,11 @@ keep their vectors and are skipped by their neighbours.
 Messages: every present peer sends its vector to each present neighbour (one message of
 S bytes per directed present edge).
 
+``compression`` (:mod:`sim.kernels.compression`): every present peer's vector is
+quantized once, so all its neighbours decode the same row Q(x_j); a receiver mixes with
+its own exact x_i: x_i ← x_i + Σ_k w_ik (Q(x_{n_ik}) − x_i). Each message costs
+``wire_bytes(compression, dim, itemsize)`` instead of S.
+
 Invariants (tests cite this table):
 
 | quantity | guarantee | failure modes |
@@ -25,6 +30,10 @@ Invariants (tests cite this table):
 | var | never increases with ``metropolis`` (doubly stochastic) | all |
 | max − min per coordinate | never widens (row-stochastic) | all, both weights |
 | absent peers' vectors; equal vectors | unchanged, bit for bit | all |
+| global mean with compression | approximate: the wire's error shows in ``mean_drift`` | all |
+
+The rows above hold with ``compression: none``; with compression only the absent
+peers' vectors are guaranteed bit for bit (var and the range are not monotone either).
 
 References: Xiao & Boyd, "Fast linear iterations for distributed averaging", Systems &
 Control Letters 53, 2004; Boyd et al., "Randomized gossip algorithms", 2006.
@@ -32,14 +41,18 @@ Control Letters 53, 2004; Boyd et al., "Randomized gossip algorithms", 2006.
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
-from protocols._common import as_mask, mean_drift
+from protocols._common import Compression, as_mask, mean_drift
 from protocols.base import Context, Protocol, RoundStats, State
 from protocols.topology import TopologyParams, build_graph, neighbour_table
 from sim.kernels import neighbour_mean
+from sim.kernels._xp import column, namespace
+from sim.kernels.compression import roundtrip, wire_bytes
 
 
 class GossipParams(TopologyParams):
@@ -47,6 +60,7 @@ class GossipParams(TopologyParams):
 
     name: Literal["gossip"] = "gossip"
     weights: Literal["uniform", "metropolis"] = "uniform"
+    compression: Compression = Field(default="none", description="wire compression")
 
 
 def gossip_weights(
@@ -66,6 +80,34 @@ def column_excess(neighbours: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return inflow - weights.sum(axis=1)
 
 
+def compressed_neighbour_mean(
+    x: Any, neighbours: np.ndarray, weights: np.ndarray, method: str
+) -> tuple[Any, float]:
+    """:func:`neighbour_mean` through a compressing wire, and the shift of the mean.
+
+    Every row is quantized once (one message per sender, the same row for all its
+    receivers); row i mixes its own exact x_i with its neighbours' decoded rows:
+    y_i = x_i + Σ_k w_ik (Q(x_{n_ik}) − x_i). With xq = Q(x) this is
+    x_i + (neighbour_mean(xq)_i − xq_i) + s_i (xq_i − x_i), s_i = Σ_k w_ik, so a row
+    with zero weights (an absent peer) is unchanged bit for bit. A slot naming the row
+    itself (no message) keeps the exact value, i.e. drops out. ``x`` is not modified.
+    The shift is ‖Σ_i (y_i − x_i)‖ / N / sqrt(dim).
+    """
+    xp = namespace(x)
+    weights = np.where(neighbours == np.arange(neighbours.shape[0])[:, None], 0.0, weights)
+    xq, _ = roundtrip(x, method)
+    moved = neighbour_mean(xp.asarray(xq, copy=True), neighbours, weights) - xq
+    y = x + moved + column(xp, x, weights.sum(axis=1)) * (xq - x)
+    return y, wire_drift(x, y)
+
+
+def wire_drift(x: Any, y: Any) -> float:
+    """‖Σ_i (y_i − x_i)‖ / N / sqrt(dim): how far a step x → y moved the global mean."""
+    xp = namespace(x)
+    shift = xp.sum(y - x, axis=0)
+    return float(xp.sqrt(xp.sum(shift * shift))) / x.shape[0] / math.sqrt(x.shape[1])
+
+
 class Gossip(Protocol):
     """Synchronous gossip: each present peer averages with its present neighbours."""
 
@@ -79,6 +121,7 @@ class Gossip(Protocol):
         self.neighbours, self.valid = neighbour_table(self.graph, ctx.n_peers)
         everyone = np.ones(ctx.n_peers, dtype=bool)
         self._full = self._plan(everyone)
+        self._message_bytes = wire_bytes(params.compression, ctx.dim, ctx.itemsize)
 
     def _plan(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         weights = gossip_weights(self.neighbours, self.valid, mask, self.params.weights)
@@ -93,14 +136,23 @@ class Gossip(Protocol):
         src = np.broadcast_to(np.arange(self.ctx.n_peers)[:, None], sends.shape)[sends]
         return src, self.neighbours[sends]
 
+    def message_bytes(self) -> float:
+        """One vector through the wire (``wire_bytes`` of the compression)."""
+        return float(self._message_bytes)
+
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One synchronous mixing step over the present subgraph."""
         mask = as_mask(present, self.ctx.n_peers)
         weights, excess, messages = self._full if mask.all() else self._plan(mask)
-        drift = mean_drift(state.x, excess)
-        state.x = neighbour_mean(state.x, self.neighbours, weights)
+        if self.params.compression == "none":
+            drift = mean_drift(state.x, excess)
+            state.x = neighbour_mean(state.x, self.neighbours, weights)
+        else:
+            state.x, drift = compressed_neighbour_mean(
+                state.x, self.neighbours, weights, self.params.compression
+            )
         return RoundStats(
-            bytes_sent=float(messages * self.ctx.vector_bytes),
+            bytes_sent=float(messages * self._message_bytes),
             messages=messages,
             mean_drift=drift,
         )

@@ -24,16 +24,24 @@ A peer is in at most ``max_concurrent`` exchanges; a ring on a busy end is skipp
 
 Messages: each exchange sends both vectors: 2 messages, 2·S bytes (S = dim × itemsize).
 
+Compression (``compression``: fp16, uniform8, quantile8; both clocks): each vector sent
+is one quantized message (S = :func:`~sim.kernels.compression.wire_bytes` of ``dim``
+coordinates) and each end uses its own exact value and the other's dequantized one:
+x_i ← x_i − (s_i − Q(s_j))/2, x_j ← x_j + (Q(s_i) − s_j)/2. The global sum then moves
+by the wire's error (``mean_drift``).
+
 Invariants (tests cite this table):
 
 | quantity | guarantee | failure modes |
 | --- | --- | --- |
-| global sum Σ_i x_i | preserved (round-off) | all |
-| var | never increases (each exchange is a doubly stochastic step) | all |
-| max − min per coordinate | never widens | all |
-| absent peers' vectors; equal vectors | unchanged, bit for bit | all |
+| global sum Σ_i x_i | preserved (round-off) | all; ``compression: none`` |
+| var | never increases (each exchange is a doubly stochastic step) | all; ``compression: none`` |
+| max − min per coordinate | never widens | all; ``compression: none`` |
+| absent peers' vectors | unchanged, bit for bit | all |
+| equal vectors | unchanged, bit for bit | all; ``compression: none`` |
 | E[x(t)] from a fixed x(0) | exp(−Λt/2)·x(0), Λ = Σ λ_ij (e_i−e_j)(e_i−e_j)ᵀ | none |
 | batched waves | equal to the one-by-one application | all |
+| global sum with compression | moves by the wire's error (``mean_drift``) | all |
 
 References: Boyd, Ghosh, Prabhakar, Shah, "Randomized gossip algorithms", IEEE Trans.
 Inf. Theory 52(6), 2006.
@@ -51,6 +59,8 @@ from protocols._async_net import RunEnv, exchange_process
 from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, waves
 from protocols.base import RoundStats, State
 from sim.kernels import pairwise_delta
+from sim.kernels._xp import namespace, take_rows
+from sim.kernels.compression import roundtrip
 
 
 class PairwiseGossipParams(EdgeClockParams):
@@ -59,7 +69,7 @@ class PairwiseGossipParams(EdgeClockParams):
     name: Literal["pairwise_gossip"] = "pairwise_gossip"
 
 
-def apply_exchanges(x: Any, i: np.ndarray, j: np.ndarray) -> Any:
+def apply_exchanges(x: Any, i: np.ndarray, j: np.ndarray, compression: str = "none") -> Any:
     """Pairwise averages of the pairs (i_k, j_k) one after another, batched in waves.
 
     Parameters
@@ -69,13 +79,31 @@ def apply_exchanges(x: Any, i: np.ndarray, j: np.ndarray) -> Any:
     i, j
         (K,) host rows, i_k ≠ j_k, in the order the exchanges happen (pairs may share
         peers).
+    compression
+        Wire compression of the vectors sent (each one message); default ``none``.
 
     Returns
     -------
     (n_peers, dim) array: the result of the K exchanges in order.
     """
     for wave in waves(i, j):
-        x = pairwise_delta(x, i[wave], j[wave])
+        a, b = i[wave], j[wave]
+        if compression == "none":
+            x = pairwise_delta(x, a, b)
+            continue
+        xp = namespace(x)
+        sent = take_rows(xp, x, np.concatenate((a, b)))
+        received = roundtrip(sent, compression)[0]
+        pairs = a.size
+        x = pairwise_delta(
+            x,
+            a,
+            b,
+            sent[:pairs, ...],
+            sent[pairs:, ...],
+            received[:pairs, ...],
+            received[pairs:, ...],
+        )
     return x
 
 
@@ -89,7 +117,7 @@ class PairwiseGossip(EdgeClockProtocol):
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One unit of time: the round's exchanges at their ring times, in order."""
         _, i, j = self.ring_round(present)
-        state.x = apply_exchanges(state.x, i, j)
+        state.x = apply_exchanges(state.x, i, j, self.params.compression)
         return self.exchange_stats(i.size)
 
     def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:

@@ -30,15 +30,23 @@ push in flight per sender keeps w_i > 0. Receiving never makes a peer busy.
 
 Messages: each delivered push is 1 message of S + one coordinate (x_i/2 and w_i/2).
 
+Compression (``compression``: fp16, uniform8, quantile8; both clocks): h_x is sent as one
+quantized message (S = :func:`~sim.kernels.compression.wire_bytes` of ``dim``
+coordinates, plus the weight, exact, itemsize bytes). The sender subtracts exactly the
+h_x it sent, the target adds the dequantized Q(h_x); h_w travels exact. Σw is kept, Σx
+moves by Q(h_x) − h_x per push (``mean_drift``).
+
 Invariants (tests cite this table):
 
 | quantity | guarantee | failure modes |
 | --- | --- | --- |
-| Σ_i x_i and Σ_i w_i | preserved (round-off; halving is exact) | all |
+| Σ_i x_i | preserved (round-off; halving is exact) | all; ``compression: none`` |
+| Σ_i w_i | preserved (round-off; halving is exact), with any ``compression`` | all |
 | w_i | stays > 0 | all |
-| estimates x_i / w_i, when all are equal | stay equal (round-off) | all |
+| estimates x_i / w_i, when all are equal | stay equal (round-off) | all; ``compression: none`` |
 | absent peers' x and w | unchanged, bit for bit | all |
-| batched waves | equal to the one-by-one application, bit for bit | all |
+| batched waves | equal to the one-by-one application, bit for bit (compressed: round-off) | all |
+| Σ_i x_i with compression | moves by the wire's error (``mean_drift``) | all |
 
 References: Kempe, Dobra, Gehrke, "Gossip-based computation of aggregate information",
 FOCS 2003; Assran, Loizou, Ballas, Rabbat, "Stochastic Gradient Push for Distributed
@@ -55,8 +63,8 @@ import simpy
 from pydantic import Field
 
 from protocols._async_net import RunEnv, push_process
-from protocols._common import as_mask
-from protocols._edge_clocks import PoissonClocks, waves
+from protocols._common import Compression, as_mask
+from protocols._edge_clocks import PoissonClocks, waves, wire_vector_bytes
 from protocols.base import Context, Protocol, RoundStats, State
 from protocols.topology import TopologyParams, build_graph, neighbour_table
 from sim.kernels import push_half
@@ -68,12 +76,16 @@ class PushSumParams(TopologyParams):
 
     name: Literal["push_sum"] = "push_sum"
     rate: float = Field(default=1.0, gt=0, description="pushes per peer per unit time")
+    compression: Compression = Field(default="none", description="wire compression")
 
 
-def apply_pushes(x: Any, w: Any, senders: np.ndarray, targets: np.ndarray) -> tuple[Any, Any]:
-    """Pushes (s_k → t_k) one after another, batched in waves of disjoint pairs."""
+def apply_pushes(
+    x: Any, w: Any, senders: np.ndarray, targets: np.ndarray, compression: str = "none"
+) -> tuple[Any, Any]:
+    """Pushes (s_k → t_k) one after another, batched in waves of disjoint pairs (h_x
+    through the ``compression`` wire, h_w exact)."""
     for wave in waves(senders, targets):
-        x = push_half(x, senders[wave], targets[wave])
+        x = push_half(x, senders[wave], targets[wave], compression)
         w = push_half(w, senders[wave], targets[wave])
     return x, w
 
@@ -97,6 +109,8 @@ class PushSum(Protocol):
         itself = np.arange(ctx.n_peers)[:, None]
         self.neighbours = neighbours if neighbours.shape[1] else itself  # no edge at all
         self.clocks = PoissonClocks(np.full(ctx.n_peers, params.rate))
+        #: Bytes of one push: h_x (S, or less with ``compression``) and h_w (itemsize).
+        self.push_bytes = wire_vector_bytes(ctx, params.compression) + ctx.itemsize
 
     def init_state(self, state: State) -> None:
         """Add the weights w = 1 (``state.extra["w"]``, shape (N, 1), the dtype of x)."""
@@ -122,9 +136,11 @@ class PushSum(Protocol):
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One unit of time: the round's pushes at their ring times, in order."""
         senders, targets = self._pushes(as_mask(present, self.ctx.n_peers))
-        state.x, state.extra["w"] = apply_pushes(state.x, state.extra["w"], senders, targets)
+        state.x, state.extra["w"] = apply_pushes(
+            state.x, state.extra["w"], senders, targets, self.params.compression
+        )
         pushes = senders.size
-        return RoundStats(float(pushes * (self.ctx.vector_bytes + self.ctx.itemsize)), pushes)
+        return RoundStats(float(pushes * self.push_bytes), pushes)
 
     def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:
         """SimPy process body of the network clock: pushes as flows, in continuous time."""

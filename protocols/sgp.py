@@ -21,6 +21,12 @@ other). N = 1 does nothing.
 Messages: each present peer sends its vector (with push-sum also its weight, one more
 coordinate) to each present out-neighbour other than itself.
 
+``compression`` (:mod:`sim.kernels.compression`): every present peer's vector is
+quantized once, so all its receivers decode the same row Q(x_j) (with push-sum the
+share is Q(x_j)/3; the weight w travels exact); a peer keeps its own exact x_i for its
+own term. A message costs ``wire_bytes(compression, dim, itemsize)`` (plus one exact
+coordinate for w) instead of S.
+
 Invariants (tests cite this table):
 
 | quantity | guarantee | failure modes |
@@ -30,6 +36,10 @@ Invariants (tests cite this table):
 | max − min of x per coordinate (no push_sum) | never widens (row-stochastic) | all |
 | var (no push_sum, everyone present) | never increases (doubly stochastic) | none |
 | absent peers' x (and w) | unchanged, bit for bit | any absence |
+| global mean with compression | approximate: the wire's error shows in ``mean_drift`` | all |
+
+The rows above hold with ``compression: none``; with compression Σ_i w_i is still
+preserved and absent peers stay unchanged, the rows on x hold only approximately.
 
 Reference: Assran, Loizou, Ballas, Rabbat, "Stochastic Gradient Push for Distributed
 Deep Learning", ICML 2019; Kempe, Dobra, Gehrke, "Gossip-based computation of aggregate
@@ -43,11 +53,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from protocols._common import as_mask, mean_drift
+from protocols._common import Compression, as_mask, mean_drift
 from protocols.base import Context, Protocol, ProtocolParams, RoundStats, State
-from protocols.gossip import column_excess
+from protocols.gossip import column_excess, compressed_neighbour_mean, wire_drift
 from sim.kernels import ell_mix, neighbour_mean
 from sim.kernels._xp import namespace
+from sim.kernels.compression import roundtrip, wire_bytes
 
 
 class SgpParams(ProtocolParams):
@@ -55,6 +66,7 @@ class SgpParams(ProtocolParams):
 
     name: Literal["sgp"] = "sgp"
     push_sum: bool = Field(default=False, description="true push-sum with weights w")
+    compression: Compression = Field(default="none", description="wire compression")
 
 
 def offsets(n_peers: int, t: int) -> tuple[int, int]:
@@ -74,6 +86,7 @@ class Sgp(Protocol):
     def __init__(self, params: SgpParams, ctx: Context) -> None:
         super().__init__(params, ctx)
         self._peers = np.arange(ctx.n_peers)
+        self._vector_bytes = wire_bytes(params.compression, ctx.dim, ctx.itemsize)
 
     def init_state(self, state: State) -> None:
         """Add the push-sum weights w = 1 (shape (N, 1), the dtype of x) when enabled."""
@@ -101,8 +114,8 @@ class Sgp(Protocol):
         return np.broadcast_to(self._peers[:, None], dst.shape)[sends], dst[sends]
 
     def message_bytes(self) -> float:
-        """A vector, plus one coordinate for the push-sum weight."""
-        return float(self.ctx.vector_bytes + (self.ctx.itemsize if self.params.push_sum else 0))
+        """A vector (through the wire), plus one exact coordinate for the push-sum weight."""
+        return float(self._vector_bytes + (self.ctx.itemsize if self.params.push_sum else 0))
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One mixing step along the round's two exponential-graph offsets."""
@@ -114,10 +127,15 @@ class Sgp(Protocol):
         targets = self._targets(t, +1)
         live = mask[targets] & mask[:, None]
         weights = live / (1.0 + live.sum(axis=1))[:, None]
-        drift = 0.0 if mask.all() else mean_drift(state.x, column_excess(targets, weights))
-        state.x = neighbour_mean(state.x, targets, weights)
+        if self.params.compression == "none":
+            drift = 0.0 if mask.all() else mean_drift(state.x, column_excess(targets, weights))
+            state.x = neighbour_mean(state.x, targets, weights)
+        else:
+            state.x, drift = compressed_neighbour_mean(
+                state.x, targets, weights, self.params.compression
+            )
         messages = int(np.count_nonzero(live & (targets != self._peers[:, None])))
-        return RoundStats(float(messages * self.ctx.vector_bytes), messages, drift)
+        return RoundStats(float(messages * self._vector_bytes), messages, drift)
 
     def _push_sum(self, state: State, mask: np.ndarray, t: int) -> RoundStats:
         out = self._targets(t, +1)
@@ -125,8 +143,20 @@ class Sgp(Protocol):
         keep = np.where(mask, 1.0 - sends.sum(axis=1) / 3.0, 1.0)
         senders = self._targets(t, -1)
         receives = (mask[senders] & mask[:, None]) / 3.0
-        state.x = ell_mix(state.x, senders, receives, keep)
+        drift = 0.0
+        if self.params.compression == "none":
+            state.x = ell_mix(state.x, senders, receives, keep)
+        else:
+            # own terms exact (a share a peer sends itself when an offset is ≡ 0 included),
+            # received shares decoded: y_i = keep_i x_i + Σ_k r_ik Q(x)_{s_ik}
+            x, self_slot = state.x, senders == self._peers[:, None]
+            own_weights = keep + np.where(self_slot, receives, 0.0).sum(axis=1)
+            xq, _ = roundtrip(x, self.params.compression)
+            own = ell_mix(x, senders, np.zeros_like(receives), own_weights)
+            received = np.where(self_slot, 0.0, receives)
+            state.x = own + ell_mix(xq, senders, received, np.zeros_like(keep))
+            drift = wire_drift(x, state.x)
         state.extra["w"] = ell_mix(state.extra["w"], senders, receives, keep)
         messages = int(np.count_nonzero(sends & (out != self._peers[:, None])))
-        nbytes = messages * (self.ctx.vector_bytes + self.ctx.itemsize)
-        return RoundStats(float(nbytes), messages)
+        nbytes = messages * (self._vector_bytes + self.ctx.itemsize)
+        return RoundStats(float(nbytes), messages, drift)

@@ -7,10 +7,11 @@ from typing import Any
 import numpy as np
 
 from sim.kernels._xp import is_numpy, namespace, take_rows
+from sim.kernels.compression import roundtrip
 from sim.kernels.mixing import put_rows, scatter_rows
 
 
-def push_half(x: Any, senders: np.ndarray, targets: np.ndarray) -> Any:
+def push_half(x: Any, senders: np.ndarray, targets: np.ndarray, compression: str = "none") -> Any:
     """Apply the pushes of disjoint (sender, target) pairs.
 
     Parameters
@@ -20,6 +21,9 @@ def push_half(x: Any, senders: np.ndarray, targets: np.ndarray) -> Any:
         (n_peers, 1)); numpy arrays are updated in place.
     senders, targets
         (P,) host rows; all 2P rows distinct.
+    compression
+        Wire compression of the halves sent (a method of
+        :mod:`sim.kernels.compression`, each half one message); default ``none``.
 
     Returns
     -------
@@ -31,6 +35,9 @@ def push_half(x: Any, senders: np.ndarray, targets: np.ndarray) -> Any:
     (barring underflow), so x_s + h equals the old x_s exactly and the total changes only
     by the round-off of x_t + h.
 
+    With compression the target adds the dequantized Q(h) instead (the sender still
+    keeps exactly h): the total moves by Σ (Q(h) − h), the wire's error.
+
     References
     ----------
     Kempe, Dobra, Gehrke, "Gossip-based computation of aggregate information", FOCS 2003.
@@ -39,11 +46,13 @@ def push_half(x: Any, senders: np.ndarray, targets: np.ndarray) -> Any:
         return x
     if is_numpy(x):
         half = 0.5 * np.take(x, senders, axis=0)
-        received = np.take(x, targets, axis=0) + half
+        arrived = half if compression == "none" else roundtrip(half, compression)[0]
+        received = np.take(x, targets, axis=0) + arrived
         scatter_rows(x, senders, half)
         scatter_rows(x, targets, received)
         return x
     xp = namespace(x)
     half = 0.5 * take_rows(xp, x, senders)
-    moved = xp.concat((half, take_rows(xp, x, targets) + half), axis=0)
+    arrived = half if compression == "none" else roundtrip(half, compression)[0]
+    moved = xp.concat((half, take_rows(xp, x, targets) + arrived), axis=0)
     return put_rows(x, np.concatenate((senders, targets)), moved)

@@ -11,11 +11,23 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import sim.kernels.grouped as grouped_module
 import sim.kernels.neighbours as neighbours_module
-from sim.kernels import Groups, ell_mix, group_mean, group_means, neighbour_mean, pairwise_delta
+from sim.kernels import (
+    Groups,
+    a2cid2_exchange,
+    ell_mix,
+    group_mean,
+    group_means,
+    neighbour_mean,
+    pairwise_delta,
+    push_half,
+)
+from sim.kernels.compression import METHODS, roundtrip
 from tests.strategies import (
+    BOUND,
     disjoint_pairs,
     graphs,
     partitions,
@@ -303,6 +315,68 @@ def test_pairwise_delta_with_stale_snapshots_still_preserves_the_sum(data):
     assert np.all(np.abs(y.sum(axis=0) - x.sum(axis=0)) <= 1e-12 * scale + 1e-300)
     on_strict = pairwise_delta(strict(x), i, j, strict(s_i), strict(s_j))
     assert np.array_equal(y, np.asarray(on_strict))
+
+
+@given(data=st.data())
+def test_pairwise_delta_with_received_values_uses_each_ends_own_value(data):
+    x = data.draw(states(min_peers=2))
+    i, j = data.draw(disjoint_pairs(len(x)))
+    dim = x.shape[1]
+    s_i, s_j = data.draw(vectors(len(i), dim)), data.draw(vectors(len(j), dim))
+    q_i, q_j = data.draw(vectors(len(i), dim)), data.draw(vectors(len(j), dim))
+    y = pairwise_delta(x.copy(), i, j, s_i, s_j, q_i, q_j)
+    expected = x.copy()
+    expected[i] -= (s_i - q_j) / 2
+    expected[j] += (q_i - s_j) / 2
+    assert np.array_equal(y, expected)
+    on_strict = pairwise_delta(strict(x), i, j, strict(s_i), strict(s_j), strict(q_i), strict(q_j))
+    assert np.array_equal(y, np.asarray(on_strict))
+    # q = s is the exact wire, bit for bit
+    exact = pairwise_delta(x.copy(), i, j, s_i, s_j)
+    assert np.array_equal(pairwise_delta(x.copy(), i, j, s_i, s_j, s_i, s_j), exact)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@given(data=st.data())
+def test_push_half_through_a_wire_credits_the_decoded_half(method, data):
+    x = data.draw(states(min_peers=2))
+    senders, targets = data.draw(disjoint_pairs(len(x)))
+    y = push_half(x.copy(), senders, targets, method)
+    half = 0.5 * x[senders]
+    expected = x.copy()
+    expected[senders] = half
+    expected[targets] = x[targets] + roundtrip(half, method)[0]
+    assert np.array_equal(y, expected)
+    assert np.array_equal(np.asarray(push_half(strict(x), senders, targets, method)), y)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@given(data=st.data())
+def test_a2cid2_exchange_through_a_wire_is_the_same_on_numpy_and_strict(method, data):
+    x = data.draw(states(min_peers=2))
+    x_tilde = data.draw(vectors(*x.shape))
+    i, j = data.draw(disjoint_pairs(len(x)))
+    c = data.draw(hnp.arrays(np.float64, 2 * i.size, elements=st.floats(0, 0.5)))
+    y, y_tilde = a2cid2_exchange(x.copy(), x_tilde.copy(), i, j, c, 0.7, method)
+    on_strict = a2cid2_exchange(strict(x), strict(x_tilde), i, j, c, 0.7, method)
+    np.testing.assert_allclose(np.asarray(on_strict[0]), y, rtol=0, atol=1e-12 * BOUND)
+    np.testing.assert_allclose(np.asarray(on_strict[1]), y_tilde, rtol=0, atol=1e-12 * BOUND)
+    if method == "none":
+        return
+    # by hand: mix both ends, then each uses its own value and the other's decoded one
+    rows = np.concatenate((i, j))
+    ends, ends_tilde = x[rows].copy(), x_tilde[rows].copy()
+    step = c[:, None] * (ends_tilde - ends)
+    ends, ends_tilde = ends + step, ends_tilde - step
+    received = roundtrip(ends, method)[0]
+    pairs = i.size
+    m_i = ends[:pairs] - received[pairs:]
+    m_j = received[:pairs] - ends[pairs:]
+    np.testing.assert_allclose(y[i], ends[:pairs] - m_i / 2, rtol=0, atol=1e-12 * BOUND)
+    np.testing.assert_allclose(y[j], ends[pairs:] + m_j / 2, rtol=0, atol=1e-12 * BOUND)
+    kick_i, kick_j = ends_tilde[:pairs] - 0.7 * m_i, ends_tilde[pairs:] + 0.7 * m_j
+    np.testing.assert_allclose(y_tilde[i], kick_i, rtol=0, atol=1e-12 * BOUND)
+    np.testing.assert_allclose(y_tilde[j], kick_j, rtol=0, atol=1e-12 * BOUND)
 
 
 def test_pairwise_delta_rejects_overlapping_pairs():
