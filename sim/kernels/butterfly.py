@@ -19,7 +19,7 @@ import numpy as np
 
 from sim.kernels._xp import column, namespace, take_rows
 from sim.kernels.compression import roundtrip
-from sim.kernels.mixing import put_rows
+from sim.kernels.mixing import replace_rows
 
 
 def butterfly_pieces(
@@ -72,8 +72,7 @@ def butterfly_pieces(
     if not blocks:
         return x, np.zeros(int(x.shape[1]))
     new = _assemble(xp, old, stops, blocks)
-    shift = np.asarray(xp.sum(xp.astype(new, xp.float64) - xp.astype(old, xp.float64), axis=0))
-    return put_rows(x, members, new), shift
+    return replace_rows(x, members, old, new)
 
 
 def _piece(

@@ -33,6 +33,14 @@ def put_rows(x: Any, rows: np.ndarray, values: Any) -> Any:
     return take_rows(xp, xp.concat((x, values), axis=0), source)
 
 
+def replace_rows(x: Any, rows: np.ndarray, old: Any, new: Any) -> tuple[Any, np.ndarray]:
+    """``x[rows] = new`` (``old`` = the rows before) and Σ_rows (new − old) in float64,
+    shape (dim,): how far the change moved the global sum."""
+    xp = namespace(x)
+    shift = np.asarray(xp.sum(xp.astype(new, xp.float64) - xp.astype(old, xp.float64), axis=0))
+    return put_rows(x, rows, new), shift
+
+
 def a2cid2_mix(x: Any, x_tilde: Any, c: np.ndarray) -> tuple[Any, Any]:
     """Bring every row forward by its own mixing coefficient.
 

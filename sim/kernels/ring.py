@@ -18,7 +18,7 @@ import numpy as np
 
 from sim.kernels._xp import namespace, take_rows
 from sim.kernels.compression import roundtrip
-from sim.kernels.mixing import put_rows
+from sim.kernels.mixing import replace_rows
 
 
 def ring_reduce(
@@ -77,9 +77,7 @@ def ring_reduce(
     for c in present:
         owns[(c - 1) % n, int(starts[c]) : int(stops[c])] = True
     new = xp.where(xp.asarray(owns, device=_device(x)), means[None, :], sents[None, :])
-    new = xp.astype(new, x.dtype)
-    shift = np.asarray(xp.sum(xp.astype(new, xp.float64) - xp.astype(old, xp.float64), axis=0))
-    return put_rows(x, members, new), shift
+    return replace_rows(x, members, old, xp.astype(new, x.dtype))
 
 
 def _device(x: Any) -> Any:
