@@ -65,6 +65,12 @@ def ring_traffic(n: int, vector_bytes: int) -> tuple[float, int]:
     return float(2 * (n - 1) * vector_bytes), int(2 * n * (n - 1))
 
 
+def shift_drift(shift: np.ndarray, n_peers: int) -> float:
+    """How far a change of the global sum by ``shift`` ((dim,)) moved the global mean:
+    ‖shift‖ / N / sqrt(dim)."""
+    return float(np.linalg.norm(shift)) / n_peers / math.sqrt(shift.size)
+
+
 def mean_drift(x: Any, column_excess: np.ndarray) -> float:
     """How far a step y = W x moves the global mean, given W's column sums minus 1.
 

@@ -68,7 +68,14 @@ from pydantic import Field, model_validator
 
 from protocols import _grid
 from protocols import _moshpit_net as net
-from protocols._common import Bytes, Compression, Seconds, as_mask, butterfly_traffic
+from protocols._common import (
+    Bytes,
+    Compression,
+    Seconds,
+    as_mask,
+    butterfly_traffic,
+    shift_drift,
+)
 from protocols.base import Context, NetRound, Protocol, ProtocolParams, RoundStats, State
 from sim.kernels import Groups, group_mean
 from sim.kernels.butterfly import butterfly_pieces
@@ -201,7 +208,7 @@ class Moshpit(Protocol):
         return RoundStats(bytes_sent=nbytes, messages=messages, mean_drift=self._drift(shift))
 
     def _drift(self, shift: np.ndarray) -> float:
-        return float(np.linalg.norm(shift)) / self.ctx.n_peers / np.sqrt(self.ctx.dim)
+        return shift_drift(shift, self.ctx.n_peers)
 
     # -- network clock ---------------------------------------------------------------------
     def network_round(self, present: np.ndarray, t: int) -> NetRound:

@@ -34,7 +34,7 @@ from pydantic import Field
 
 from protocols import _moshpit_net as wire
 from protocols._butterfly import butterfly_flows, compressed_part_nbytes, without
-from protocols._common import Compression, as_mask, butterfly_traffic
+from protocols._common import Compression, as_mask, butterfly_traffic, shift_drift
 from protocols.base import Context, NetRound, Protocol, ProtocolParams, RoundStats, State
 from sim.kernels import Groups, group_mean
 
@@ -115,7 +115,7 @@ class RandomGroups(Protocol):
             state.x, nbytes, messages, shift = wire.compressed_round(
                 state.x, groups, self._shares, self._wire
             )
-            drift = float(np.linalg.norm(shift)) / self.ctx.n_peers / np.sqrt(self.ctx.dim)
+            drift = shift_drift(shift, self.ctx.n_peers)
             return RoundStats(bytes_sent=nbytes, messages=messages, mean_drift=drift)
         state.x = group_mean(state.x, groups)
         nbytes, messages = butterfly_traffic(groups.counts, self.ctx.vector_bytes)

@@ -40,7 +40,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from protocols._common import Compression, Seconds, as_mask
+from protocols._common import Compression, Seconds, as_mask, shift_drift
 from protocols._load_balance import whole_coordinates
 from protocols.base import NetRound, Protocol, ProtocolParams, RoundStats, State
 from sim.kernels import Groups, group_mean
@@ -94,7 +94,7 @@ class RingAllreduce(Protocol):
             nbytes = (
                 2 * (members.size - 1) * sum(wire_bytes(method, int(c), itemsize) for c in counts)
             )
-            drift = float(np.linalg.norm(shift)) / self.ctx.n_peers / np.sqrt(self.ctx.dim)
+            drift = shift_drift(shift, self.ctx.n_peers)
             return RoundStats(float(nbytes), 2 * members.size * (members.size - 1), drift)
         state.x = group_mean(state.x, Groups.single(members, self.ctx.n_peers))
         nbytes = 2 * (members.size - 1) * self.ctx.vector_bytes
