@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sim.kernels import Groups
-from sim.kernels.compression import wire_bytes
+from sim.kernels.compression import wire_bytes_of
 
 #: ``part_nbytes(sizes, positions) -> bytes`` of butterfly parts (see :func:`butterfly_flows`).
 PartBytes = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -25,9 +25,7 @@ def compressed_part_nbytes(method: str, dim: int, itemsize: int) -> PartBytes:
     remainder rule of ``whole_coordinates``)."""
 
     def part_nbytes(sizes: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        coords = dim // sizes + (positions < dim % sizes)
-        table = {int(c): wire_bytes(method, int(c), itemsize) for c in np.unique(coords)}
-        return np.array([table[int(c)] for c in coords], dtype=float)
+        return wire_bytes_of(method, dim // sizes + (positions < dim % sizes), itemsize)
 
     return part_nbytes
 

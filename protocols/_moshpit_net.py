@@ -40,7 +40,7 @@ from protocols._load_balance import (
 )
 from sim.kernels import Groups
 from sim.kernels.butterfly import butterfly_pieces
-from sim.kernels.compression import wire_bytes
+from sim.kernels.compression import wire_bytes_of
 
 
 @dataclass(frozen=True)
@@ -232,8 +232,8 @@ def _flows(
     index = np.full((plan.bounds.shape[0], g), -1, dtype=np.intp)
     index[piece, sender] = plan.first + np.arange(k)
     previous = np.where(first_piece[piece], -1, index[np.maximum(piece - 1, 0), sender])
-    width = (plan.bounds[:, 1] - plan.bounds[:, 0]).tolist()
-    piece_bytes = np.array([wire_bytes(wire.compression, w, wire.itemsize) for w in width], float)
+    width = plan.bounds[:, 1] - plan.bounds[:, 0]
+    piece_bytes = wire_bytes_of(wire.compression, width, wire.itemsize)
     peer_s, peer_r = plan.members[sender], plan.members[plan.reducer[piece]]
     none = np.full(k, -1, dtype=np.intp)
     return Flows(

@@ -44,7 +44,7 @@ from protocols._common import Compression, Seconds, as_mask, shift_drift
 from protocols._load_balance import whole_coordinates
 from protocols.base import NetRound, Protocol, ProtocolParams, RoundStats, State
 from sim.kernels import Groups, group_mean
-from sim.kernels.compression import wire_bytes
+from sim.kernels.compression import wire_bytes_of
 from sim.kernels.ring import ring_reduce
 
 
@@ -90,10 +90,7 @@ class RingAllreduce(Protocol):
         if method != "none":
             counts = self._chunks(members.size)
             state.x, shift = ring_reduce(state.x, members, counts, method)
-            itemsize = self.ctx.itemsize
-            nbytes = (
-                2 * (members.size - 1) * sum(wire_bytes(method, int(c), itemsize) for c in counts)
-            )
+            nbytes = 2 * (members.size - 1) * wire_bytes_of(method, counts, self.ctx.itemsize).sum()
             drift = shift_drift(shift, self.ctx.n_peers)
             return RoundStats(float(nbytes), 2 * members.size * (members.size - 1), drift)
         state.x = group_mean(state.x, Groups.single(members, self.ctx.n_peers))
@@ -130,6 +127,4 @@ class RingAllreduce(Protocol):
         chunk = np.where(k < n - 1, i - k, i + 1 - (k - (n - 1))) % n
         coords = self._chunks(n)[chunk]
         coords = coords // pieces + (piece < coords % pieces)
-        table = {int(c): wire_bytes(self.params.compression, int(c), self.ctx.itemsize)
-                 for c in np.unique(coords)}  # fmt: skip
-        return np.array([table[int(c)] for c in coords], dtype=float)
+        return wire_bytes_of(self.params.compression, coords, self.ctx.itemsize)

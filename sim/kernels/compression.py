@@ -49,12 +49,16 @@ def wire_bytes(method: str, n_coords: int, itemsize: int) -> int:
     and two float32 range parameters), ``quantile8`` n + 1024 (1 byte per coordinate and
     a 256-entry float32 table); 0 when n = 0 (nothing is sent).
     """
+    return int(wire_bytes_of(method, np.asarray(n_coords), itemsize))
+
+
+def wire_bytes_of(method: str, n_coords: np.ndarray, itemsize: int) -> np.ndarray:
+    """:func:`wire_bytes` of many messages at once: float64 bytes, the shape of ``n_coords``."""
     _check_method(method)
-    if n_coords == 0:
-        return 0
+    n = np.asarray(n_coords, dtype=np.int64)
     per_coord = {"none": itemsize, "fp16": 2, "uniform8": 1, "quantile8": 1}[method]
     header = {"none": 0, "fp16": 0, "uniform8": 2, "quantile8": N_BINS}[method] * _FLOAT32_BYTES
-    return int(n_coords * per_coord + header)
+    return np.where(n > 0, n * per_coord + header, 0).astype(np.float64)
 
 
 def roundtrip(x: Any, method: str) -> tuple[Any, int]:
