@@ -1,0 +1,141 @@
+"""The CLI's shared parts: the Typer app, consoles, option types, one-line errors,
+the delayed progress bar and table printing. Each command lives in its own module."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sim.errors import AvsimError
+
+USAGE_EXIT = 2
+#: A progress bar appears once a run has lasted this long (shorter runs stay quiet).
+PROGRESS_DELAY_S = 2.0
+#: Up to this many repeats the summary table shows one column per seed.
+app = typer.Typer(
+    name="avsim",
+    help="Discrete-event simulator for averaging protocols on unreliable networks.",
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    add_completion=False,
+)
+stdout = Console(highlight=False)
+stderr = Console(stderr=True, highlight=False)
+
+ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", help="Override a scenario key: dotted.key=value (YAML scalar). Repeatable."
+    ),
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Overwrite an existing, non-empty folder.")
+]
+
+
+@contextlib.contextmanager
+def user_errors(interrupted: str = "interrupted") -> Iterator[None]:
+    """Turn errors in user input (AvsimError, unreadable files, bad YAML) into exit 2."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        fail(interrupted, 130)
+    except AvsimError as exc:
+        fail(str(exc))
+    except yaml.YAMLError as exc:
+        fail(f"malformed YAML: {exc}")
+    except OSError as exc:
+        fail(os_message(exc))
+
+
+class DelayedProgress:
+    """A rich progress bar on stderr that appears only after ``delay_s`` and on a terminal."""
+
+    def __init__(self, description: str, total: float, delay_s: float = PROGRESS_DELAY_S) -> None:
+        self.description, self.total, self.delay_s = description, total, delay_s
+        self.started = time.perf_counter()
+        self.bar: Progress | None = None
+        self.task: Any = None
+
+    def __enter__(self) -> DelayedProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def update(self, completed: float, offset: float = 0.0) -> None:
+        """Show ``offset + completed`` out of ``total`` (starting the bar when it is due)."""
+        completed += offset
+        if self.bar is None and self._due():
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                                TimeElapsedColumn(), console=stderr, transient=True)  # fmt: skip
+            self.task = self.bar.add_task(self.description, total=self.total)
+            self.bar.start()
+        if self.bar is not None:
+            self.bar.update(self.task, completed=completed)
+
+    def count(self, done: int, total: int) -> None:
+        """Sweep-style progress: ``done`` of ``total`` runs."""
+        self.total = total
+        if self.bar is not None:
+            self.bar.update(self.task, total=total)
+        self.update(done)
+
+    def _due(self) -> bool:
+        return stderr.is_terminal and time.perf_counter() - self.started >= self.delay_s
+
+
+def print_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None
+) -> None:
+    table = Table(title=title)
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    stdout.print(table)
+
+
+def cell(value: Any) -> str:
+    from sim.sweeps.table import format_number
+
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return format_number(float(value))
+
+
+def fail(message: str, code: int = USAGE_EXIT) -> None:
+    """Inside a command: print one line on stderr and exit with ``code``."""
+    raise typer.Exit(error_line(message, code))
+
+
+def error_line(message: str, code: int = USAGE_EXIT) -> int:
+    """Write ``error: <message>`` as one line on stderr; return ``code``."""
+    line = " ".join(str(message).split())
+    sys.stderr.write(f"error: {line}\n")
+    sys.stderr.flush()
+    return code
+
+
+def click_message(exc: Exception) -> str:
+    format_message = getattr(exc, "format_message", None)
+    return format_message() if callable(format_message) else str(exc)
+
+
+def os_message(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"
