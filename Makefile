@@ -8,7 +8,7 @@ SCENARIO ?= scenarios/quickstart.yaml
 HIVEMIND_VENV := .venv-hivemind
 HIVEMIND_PIP := $(HIVEMIND_VENV)/bin/python -m pip install --quiet
 
-.PHONY: run test test-fast lint bench crosscheck golden notebooks clean
+.PHONY: run test test-fast fuzz lint bench crosscheck golden notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m 'not slow and not bench and not crosscheck' -x -q
+
+# input fuzzing (issue 9) with a large profile; `make test` runs a small one
+AVSIM_FUZZ_EXAMPLES ?= 2000
+fuzz: $(STAMP)
+	AVSIM_FUZZ_EXAMPLES=$(AVSIM_FUZZ_EXAMPLES) $(BIN)/python -m pytest tests/property/test_fuzz_inputs.py -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check sim protocols tests bench

@@ -39,6 +39,10 @@ x_i −= (s_i − Q(s_j))/2, x_j += (Q(s_i) − s_j)/2; a push: x_i −= h_x, x_
 (w exact). Σx then moves by the wire's error; with ``none`` nothing changes.
 
 The straggler ``delay`` of peers does not apply here (it is a per-round start delay).
+
+Observation: when the protocol has a ``watcher`` (the engine's exact-target tracker,
+:class:`protocols.base.RowWatcher`), every applied exchange or delivered push is told to
+it (``before``/``after`` around the change of its two rows), at its simulated time.
 """
 
 from __future__ import annotations
@@ -183,6 +187,18 @@ def pairwise_rules(state: State, compression: str = "none") -> tuple[Snapshot, A
     return snapshot, apply
 
 
+def watched(watcher: Any, apply: Apply) -> Apply:
+    """``apply`` with ``watcher.before``/``after`` around the change of rows i and j."""
+
+    def apply_watched(i: int, j: int, sent: Any) -> None:
+        rows = np.array([i, j])
+        watcher.before(rows)
+        apply(i, j, sent)
+        watcher.after(rows)
+
+    return apply_watched
+
+
 def exchange_process(
     protocol: Any, run: RunEnv, rules: tuple[Snapshot, Apply] | None = None
 ) -> Generator[simpy.Event, Any, None]:
@@ -198,6 +214,8 @@ def exchange_process(
         counters.setdefault(key, 0)
     compression = getattr(protocol.params, "compression", "none")
     snapshot, apply = pairwise_rules(run.state, compression) if rules is None else rules
+    if protocol.watcher is not None:
+        apply = watched(protocol.watcher, apply)
     ends = list(zip(protocol.edges[:, 0].tolist(), protocol.edges[:, 1].tolist(), strict=True))
     cap = int(protocol.params.max_concurrent)
     nbytes = float(wire_vector_bytes(ctx, compression))
@@ -229,7 +247,9 @@ def exchange_process(
 class _Push:
     """One push in flight: sender, target, the half (h_x, h_w) sent and the h_x decoded."""
 
-    __slots__ = ("arrived_x", "busy", "counters", "half_w", "half_x", "i", "j", "state")
+    __slots__ = (
+        "arrived_x", "busy", "counters", "half_w", "half_x", "i", "j", "state", "watcher",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -239,8 +259,10 @@ class _Push:
         busy: list[bool],
         counters: dict,
         compression: str = "none",
+        watcher: Any = None,
     ) -> None:
         self.i, self.j, self.state, self.busy, self.counters = i, j, state, busy, counters
+        self.watcher = watcher
         self.half_x = state.x[i, ...] * 0.5
         self.half_w = state.extra["w"][i, ...] * 0.5
         self.arrived_x = None if compression == "none" else roundtrip(self.half_x, compression)[0]
@@ -248,9 +270,14 @@ class _Push:
     def on_end(self, event: simpy.Event) -> None:
         """Callback of the flow's ``done``: deliver the half, or keep everything."""
         if event.ok:
-            state = self.state
+            state, watcher = self.state, self.watcher
+            rows = None if watcher is None else np.array([self.i, self.j])
+            if watcher is not None:
+                watcher.before(rows)
             state.x = move(state.x, self.i, self.j, self.half_x, self.arrived_x)
             state.extra["w"] = move(state.extra["w"], self.i, self.j, self.half_w)
+            if watcher is not None:
+                watcher.after(rows)
             self.counters["completed"] += 1
         else:
             self.counters["cancelled"] += 1
@@ -293,7 +320,7 @@ def push_process(protocol: Any, run: RunEnv) -> Generator[simpy.Event, Any, None
             return
         counters["pushes"] += 1
         busy[i] = True
-        pending = _Push(i, j, state, busy, counters, compression)
+        pending = _Push(i, j, state, busy, counters, compression, protocol.watcher)
         send(i, j, nbytes).done.callbacks.append(pending.on_end)
 
     return ring_loop(run.env, protocol.clocks, rng, plan, on_ring)

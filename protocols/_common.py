@@ -6,7 +6,7 @@ import math
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
+from pydantic import BeforeValidator, PlainSerializer, PlainValidator, WithJsonSchema
 
 from sim import units
 from sim.kernels._xp import column, namespace
@@ -22,19 +22,33 @@ Seconds = Annotated[
 ]
 
 
+#: Largest byte count a ``Bytes`` field takes (8 PiB): beyond it sizes no longer fit the
+#: 64-bit integers the network arithmetic uses.
+MAX_BYTES = 2**53
+
+
 def _positive_bytes(value: object) -> int:
     size = units.parse_size(value)
-    if size < 1:
-        raise ValueError(units.SIZE_EXPECTED + " of at least 1 byte")
+    if not 1 <= size <= MAX_BYTES:
+        raise ValueError(units.SIZE_EXPECTED + " of at least 1 byte (and at most 8 PiB)")
     return int(size)
 
 
-#: Whole bytes ≥ 1: a number or a string such as ``512 KiB``.
+#: Whole bytes in 1 … 2**53: a number or a string such as ``512 KiB``.
 Bytes = Annotated[
     int,
     PlainValidator(_positive_bytes),
     PlainSerializer(int, return_type=int),
     WithJsonSchema(_QUANTITY_SCHEMA),
+]
+
+
+#: Events per peer per unit time: a number or a string such as ``3/min`` (fields add
+#: ``gt=0, le=units.MAX_RATE, allow_inf_nan=False``).
+Rate = Annotated[float, BeforeValidator(units.rate_value), WithJsonSchema(_QUANTITY_SCHEMA)]
+#: A probability: a number or a percentage such as ``10%`` (fields add their bounds).
+Probability = Annotated[
+    float, BeforeValidator(units.fraction_value), WithJsonSchema(_QUANTITY_SCHEMA)
 ]
 
 

@@ -15,15 +15,26 @@ applying the events one by one.
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import replace
+from typing import Any, ClassVar, Literal
 
 import networkx as nx
 import numpy as np
 from pydantic import Field
 
-from protocols._common import Compression, as_mask
+from protocols._common import Compression, Rate, as_mask
 from protocols.base import Context, Protocol, RoundStats
+from protocols.footprint import (
+    EDGE_TABLE_BYTES,
+    Footprint,
+    exchange_footprint,
+    graph_size,
+    wave_share,
+)
 from protocols.topology import TopologyParams, build_graph
+from sim import units
+from sim.backend import to_numpy
+from sim.kernels._xp import namespace, take_rows
 from sim.kernels.compression import wire_bytes
 
 
@@ -31,7 +42,13 @@ class EdgeClockParams(TopologyParams):
     """Topology plus the exchange rate shared by the edge-clock protocols."""
 
     name: Literal["pairwise_gossip", "a2cid2"]
-    rate: float = Field(default=1.0, gt=0, description="exchanges per peer per unit time")
+    rate: Rate = Field(
+        default=1.0,
+        gt=0,
+        le=units.MAX_RATE,
+        allow_inf_nan=False,
+        description="exchanges per peer per unit time (e.g. 3/min)",
+    )
     max_concurrent: int = Field(
         default=1,
         ge=1,
@@ -143,6 +160,14 @@ def _previous_and_rank(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.nda
     return previous, rank
 
 
+def host_rows(x: Any, rows: np.ndarray) -> np.ndarray:
+    """Rows ``rows`` of a backend array as a float64 host array (a copy): what a
+    :class:`~protocols.base.RowWatcher` is shown."""
+    if type(x) is np.ndarray:
+        return x.take(rows, axis=0).astype(np.float64, copy=False)
+    return np.asarray(to_numpy(take_rows(namespace(x), x, rows)), dtype=np.float64)
+
+
 def waves(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
     """Indices of the events of each wave, wave by wave (see :func:`wave_levels`).
 
@@ -167,6 +192,32 @@ class EdgeClockProtocol(Protocol):
     counter_names = (
         "rings", "exchanges", "skipped_absent", "skipped_busy", "completed", "cancelled",
     )  # fmt: skip
+    #: Rows of the state an exchange in flight holds on the network clock (what was
+    #: sent, taken at its start), without and with a compressing wire.
+    snapshot_rows: ClassVar[tuple[float, float]] = (1.0, 2.0)
+    #: (N, dim) arrays of the state's dtype per :func:`~protocols.footprint.wave_share`
+    #: of rows a wave's kernel holds (the ends' rows, their difference and step).
+    wave_arrays: ClassVar[float] = 2.0
+    #: float64 (N, dim) arrays per unit of ``rate`` that the exact-target tracker keeps
+    #: for a round's replay on the rounds clock (measured ≈ 0 for pairwise gossip and
+    #: A²CiD² with the current tracker; kept as a margin).
+    replay_arrays: ClassVar[float] = 0.5
+
+    @classmethod
+    def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:
+        """The graph and its (E, 2) edge table; ``rate``·N/2 exchanges of two flows per
+        second, a peer in at most ``max_concurrent`` at once."""
+        graph = graph_size(params, n_peers)
+        base = super().footprint(params, n_peers, dim, itemsize, clock)
+        tables = graph.table_bytes(n_peers, neighbour_table=False)
+        arrays = base.state_arrays + cls.wave_arrays * wave_share(n_peers)
+        tables += EDGE_TABLE_BYTES * graph.edges
+        base = replace(base, state_arrays=arrays, table_bytes=tables)
+        rows = cls.snapshot_rows[params.compression != "none"]
+        in_flight = float(n_peers * params.max_concurrent)
+        return exchange_footprint(
+            base, n_peers, params.rate, in_flight, clock, rows / 2, cls.replay_arrays
+        )
 
     def __init__(self, params: EdgeClockParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -176,6 +227,11 @@ class EdgeClockProtocol(Protocol):
         self.clocks = PoissonClocks(self.rates)
         #: Bytes of one vector sent (S, or less with ``compression``).
         self.wire_vector_bytes = wire_vector_bytes(ctx, params.compression)
+
+    @property
+    def events_keep_sum(self) -> bool:
+        """An exchange on an exact wire keeps its two rows' sum (see the base class)."""
+        return self.params.compression == "none"
 
     def ring_round(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This round's exchanges between present peers: (offsets in [0, 1), i, j).

@@ -31,8 +31,15 @@ x̃_i −= α̃·m, x_j += m/2, x̃_j += α̃·m. A failed flow cancels it for b
 in at most ``max_concurrent`` exchanges. :meth:`A2cid2.sync` brings every peer to the
 sampling time before the engine measures. Σx is kept at every sync: each completed
 exchange adds opposite amounts to x_i − x̃_i and x_j − x̃_j at one instant, which then
-decay alike. Rejoin ``fetch`` copies the source's (x, x̃) as last brought forward, not
-as of now (``reset`` and ``keep`` are exact).
+decay alike. A rejoin ``fetch`` first brings both ends to now (:meth:`A2cid2.sync_rows`),
+so the copy is the source's (x, x̃) as of now, whenever it was last brought forward
+(``reset`` and ``keep`` are exact).
+
+Exact time-to-target: between events x_i(t) = a_i − e^(−2η(t − τ_i))·d_i with
+a = (x + x̃)/2, d = (x̃ − x)/2 at the peer's last update τ_i (:meth:`estimate_rows`), so
+the variance between events is a quadratic in e^(−2ηt) and its first crossing of a
+threshold is found in closed form (:mod:`sim.observe.decaying`): exact up to round-off
+of this closed form, which the lazily mixed state follows to round-off.
 
 Messages: each exchange sends both x vectors (x̃ stays local): 2 messages, 2·S bytes.
 
@@ -75,9 +82,9 @@ import simpy
 from pydantic import Field
 
 from protocols._async_net import RunEnv, exchange_process, move, received_pair
-from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, waves
+from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, host_rows, waves
 from protocols._spectra import GraphConstants, graph_constants
-from protocols.base import Context, RoundStats, State
+from protocols.base import Context, RoundStats, RowValues, RowWatcher, State
 from sim.kernels import a2cid2_exchange, a2cid2_mix, mix_coefficient
 from sim.kernels._xp import namespace, take_rows
 from sim.kernels.mixing import put_rows
@@ -91,9 +98,14 @@ class A2cid2Params(EdgeClockParams):
     """Parameters of ``a2cid2``: the edge clocks' plus optional η and α̃ overrides."""
 
     name: Literal["a2cid2"] = "a2cid2"
-    eta: float | None = Field(default=None, ge=0, description="mixing rate η (default: graph)")
+    eta: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="mixing rate η (default: graph)"
+    )
     alpha_tilde: float | None = Field(
-        default=None, ge=0, description="exchange weight α̃ on x̃ (default: graph)"
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="exchange weight α̃ on x̃ (default: graph)",
     )
 
 
@@ -133,24 +145,41 @@ def apply_events(
     alpha_tilde: float,
     end: float = 1.0,
     compression: str = "none",
+    watcher: RowWatcher | None = None,
+    start: float = 0.0,
 ) -> tuple[Any, Any]:
     """Exchanges (i_k, j_k) at times t_k ∈ [0, end), in order, then everyone to ``end``.
 
     All peers start at time 0. Events are batched in waves of disjoint pairs; each end is
     brought forward to its own exchange's time, so the result equals the one-by-one
     application (to round-off). x is sent through the ``compression`` wire. Returns the
-    new (x, x_tilde).
+    new (x, x_tilde). ``watcher`` is shown each wave's rows before and after it
+    (:func:`trajectory_rows`), times shifted by ``start`` (the round's start).
     """
     last = np.zeros(x.shape[0])
     for wave in waves(i, j):
         rows = np.concatenate((i[wave], j[wave]))
         at = np.concatenate((times[wave], times[wave]))
         c = mix_coefficient(at - last[rows], eta)
+        before = None
+        if watcher is not None and watcher.needs_before:
+            before = trajectory_rows(x, x_tilde, rows, start + last[rows])
         x, x_tilde = a2cid2_exchange(x, x_tilde, i[wave], j[wave], c, alpha_tilde, compression)
         last[rows] = at
+        if watcher is not None:
+            after = trajectory_rows(x, x_tilde, rows, start + at)
+            watcher.wave(rows, before, after, start + at)
     if eta > 0:
         x, x_tilde = a2cid2_mix(x, x_tilde, mix_coefficient(end - last, eta))
     return x, x_tilde
+
+
+def trajectory_rows(x: Any, x_tilde: Any, rows: np.ndarray, since: np.ndarray) -> RowValues:
+    """Peers ``rows``' x between events, as last brought forward at times ``since``:
+    x(t) = a − e^(−2η(t − since))·d with a = (x + x̃)/2 and d = (x̃ − x)/2 (the closed
+    form of the mixing, :func:`~sim.kernels.mixing.mix_coefficient`)."""
+    x_rows, tilde_rows = host_rows(x, rows), host_rows(x_tilde, rows)
+    return RowValues(0.5 * (x_rows + tilde_rows), 0.5 * (tilde_rows - x_rows), since)
 
 
 class A2cid2(EdgeClockProtocol):
@@ -159,6 +188,12 @@ class A2cid2(EdgeClockProtocol):
     Params = A2cid2Params
     description = "A²CiD² continuous-momentum asynchronous gossip (Nabli et al. 2023)"
     network_clock = True
+    invariants = frozenset({"sum", "momentum_sum", "atomic_exchanges"})
+    #: x and x̃; a wave adds both ends' rows of each, their mixing step and difference
+    #: (``wave_arrays``); the wire adds the decoded rows and the codec's copies.
+    state_arrays = 2.0
+    wave_arrays = 4.0
+    compressed_arrays = 2.0
 
     def __init__(self, params: A2cid2Params, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -171,6 +206,13 @@ class A2cid2(EdgeClockProtocol):
         self.alpha_tilde: float = alpha_tilde
         #: Network clock: each peer's last lazy-mixing time (seconds).
         self.last = np.zeros(ctx.n_peers)
+
+    def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
+        """Σx is kept only while Σ(x − x̃) = 0: a rejoin that replaces a peer's (x, x̃)
+        (``reset``, ``fetch``) drops that peer's x − x̃ from the sum, so Σx then moves
+        (Σ(x + x̃) is still kept)."""
+        kept = super().invariants_in_force(clock, rejoin)
+        return kept if rejoin == "keep" else kept - {"sum"}
 
     @property
     def defaults(self) -> tuple[float, float]:
@@ -188,6 +230,16 @@ class A2cid2(EdgeClockProtocol):
         xp = namespace(state.x)
         state.extra["x_tilde"] = xp.asarray(state.x, copy=True)
 
+    @property
+    def decay_rate(self) -> float:  # type: ignore[override]
+        """2η: x − x̃ decays at this rate between events (:meth:`estimate_rows`)."""
+        return 2 * self.eta
+
+    def estimate_rows(self, state: State, rows: np.ndarray) -> RowValues:
+        """Peers ``rows``' x as functions of time until their next event
+        (:func:`trajectory_rows`, from their last lazy-mixing time)."""
+        return trajectory_rows(state.x, state.extra["x_tilde"], rows, self.last[rows])
+
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One unit of time: exchanges at their ring times, lazy mixing, all to t + 1."""
         times, i, j = self.ring_round(present)
@@ -200,7 +252,10 @@ class A2cid2(EdgeClockProtocol):
             self.eta,
             self.alpha_tilde,
             compression=self.params.compression,
+            watcher=self.watcher,
+            start=float(t),
         )
+        self.last[:] = t + 1  # every peer is brought to the round's end
         return self.exchange_stats(i.size)
 
     def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:
@@ -251,6 +306,11 @@ class A2cid2(EdgeClockProtocol):
             put_rows(x, rows, ends),
             put_rows(x_tilde, rows, ends_tilde),
         )
+
+    def sync_rows(self, state: State, rows: np.ndarray, now: float) -> None:
+        """Bring peers ``rows`` forward to ``now`` (a fetch then copies the source as of
+        now, whenever it was last brought forward)."""
+        self.forward(state, np.unique(rows), now)
 
     def sync(self, state: State, now: float) -> None:
         """Bring every peer forward to ``now`` (network clock; the engine calls it before

@@ -42,6 +42,7 @@ class AllReduce(Protocol):
 
     Params = AllReduceParams
     description = "global all-reduce; succeeds only in rounds where every peer is present"
+    invariants = frozenset({"sum", "hull", "drift_reported", "absent_unchanged"})
 
     def __init__(self, params: AllReduceParams, ctx: Context) -> None:
         super().__init__(params, ctx)

@@ -42,6 +42,7 @@ Control Letters 53, 2004; Boyd et al., "Randomized gossip algorithms", 2006.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -49,6 +50,7 @@ from pydantic import Field
 
 from protocols._common import Compression, as_mask, mean_drift
 from protocols.base import Context, Protocol, RoundStats, State
+from protocols.footprint import Footprint, graph_size, neighbour_footprint
 from protocols.topology import TopologyParams, build_graph, neighbour_table
 from sim.kernels import neighbour_mean
 from sim.kernels._xp import column, namespace
@@ -114,6 +116,19 @@ class Gossip(Protocol):
     Params = GossipParams
     description = "synchronous neighbourhood averaging on a graph (uniform or Metropolis)"
     network_clock = True
+    invariants = frozenset({"sum", "hull", "drift_reported", "absent_unchanged"})
+    #: x, the accumulated neighbour sum, a neighbour's rows and their deviations; the
+    #: wire adds the quantized copy, its working copy and the decoded step.
+    state_arrays = 4.0
+    compressed_arrays = 3.0
+
+    @classmethod
+    def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:
+        """Neighbourhood mixing over the graph, which is kept with its neighbour table."""
+        graph = graph_size(params, n_peers)
+        base = super().footprint(params, n_peers, dim, itemsize, clock)
+        base = neighbour_footprint(base, graph, n_peers, dim, itemsize, params.compression)
+        return replace(base, table_bytes=graph.table_bytes(n_peers))
 
     def __init__(self, params: GossipParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -122,6 +137,11 @@ class Gossip(Protocol):
         everyone = np.ones(ctx.n_peers, dtype=bool)
         self._full = self._plan(everyone)
         self._message_bytes = wire_bytes(params.compression, ctx.dim, ctx.itemsize)
+
+    def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
+        """``uniform`` weights are row-stochastic only: the sum may move (it is reported)."""
+        kept = super().invariants_in_force(clock, rejoin)
+        return kept - {"sum"} if self.params.weights == "uniform" else kept
 
     def _plan(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         weights = gossip_weights(self.neighbours, self.valid, mask, self.params.weights)

@@ -61,7 +61,8 @@ NeurIPS 2021.
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -77,6 +78,7 @@ from protocols._common import (
     shift_drift,
 )
 from protocols.base import Context, NetRound, Protocol, ProtocolParams, RoundStats, State
+from protocols.footprint import Footprint, butterfly_footprint
 from sim.kernels import Groups, group_mean
 from sim.kernels.butterfly import butterfly_pieces
 from sim.netclock import IDLE_ROUND_S
@@ -89,7 +91,7 @@ class MoshpitParams(ProtocolParams):
 
     name: Literal["moshpit"] = "moshpit"
     group_size: int = Field(default=8, ge=1, description="target group size M")
-    grid_dims: int = Field(default=2, ge=1, description="grid dimensions d")
+    grid_dims: int = Field(default=2, ge=1, le=62, description="grid dimensions d")
     rekey: bool = Field(default=True, description="re-key by chunk index (false: fixed grid)")
     fault_model: Literal["idealized", "partial", "abort"] = "idealized"
     load_balance: bool = Field(default=True, description="LP part shares (network clock)")
@@ -148,6 +150,20 @@ class Moshpit(Protocol):
     counter_names = (
         "groups_formed", "groups_failed", "groups_aborted", "members_failed", "flows_timed_out",
     )  # fmt: skip
+    invariants = frozenset({"sum", "hull", "drift_reported", "absent_unchanged"})
+
+    @classmethod
+    def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:
+        """Group means in place; a group's butterfly at a time through a compressing
+        wire or, on the network clock, after a loss; flows: every piece of ``part_bytes``
+        of every part, both ways."""
+        g = max(1, min(params.group_size, n_peers))
+        piece_coords = max(1, int(params.part_bytes) // itemsize)
+        pieces = math.ceil(math.ceil(dim / g) / piece_coords)
+        temporaries = params.compression != "none" or clock == "network"
+        return butterfly_footprint(
+            n_peers, g, dim, itemsize, params.compression, temporaries, float(pieces)
+        )
 
     def __init__(self, params: MoshpitParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -181,6 +197,32 @@ class Moshpit(Protocol):
             client, self._delay_s = peers["client"].to_numpy(bool), peers["delay_s"].to_numpy()
         self._shares = net.ShareCache(bandwidth, ~client, ctx.dim, params.load_balance)
         self._equal = net.ShareCache(np.ones(n), np.ones(n, bool), ctx.dim, balance=False)
+
+    def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
+        """``partial`` faults on the network clock average each piece over whoever it
+        reached: the sum may move (it is reported)."""
+        kept = super().invariants_in_force(clock, rejoin)
+        if clock == "network" and self.params.fault_model == "partial":
+            return kept - {"sum"}
+        return kept
+
+    def describe(self) -> dict[str, object]:
+        """The grid: M^d cells, the groups of a round (the M^(d−1) keys, or lines of the
+        fixed grid), peers per group on average, and whether the grid is full (N = M^d:
+        exact mean after d rounds without failures)."""
+        size, dims, n = self.params.group_size, self.params.grid_dims, self.ctx.n_peers
+        groups = size ** (dims - 1)
+        if self.params.rekey:
+            shape = {"peers_per_key": n / groups}
+        else:
+            shape = {"peers_per_line": n / groups, "peers_per_cell": n / size**dims}
+        kind = "re-keyed" if self.params.rekey else "fixed"
+        return {
+            "grid": f"{size}^{dims} = {size**dims} cells ({kind})",
+            "groups_per_round": groups,
+            **shape,
+            "full_grid": n == size**dims,
+        }
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """Form this round's groups from the present peers and average each."""

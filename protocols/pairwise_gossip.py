@@ -56,8 +56,8 @@ import numpy as np
 import simpy
 
 from protocols._async_net import RunEnv, exchange_process
-from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, waves
-from protocols.base import RoundStats, State
+from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, host_rows, waves
+from protocols.base import RoundStats, RowValues, RowWatcher, State
 from sim.kernels import pairwise_delta
 from sim.kernels._xp import namespace, take_rows
 from sim.kernels.compression import roundtrip
@@ -69,7 +69,14 @@ class PairwiseGossipParams(EdgeClockParams):
     name: Literal["pairwise_gossip"] = "pairwise_gossip"
 
 
-def apply_exchanges(x: Any, i: np.ndarray, j: np.ndarray, compression: str = "none") -> Any:
+def apply_exchanges(
+    x: Any,
+    i: np.ndarray,
+    j: np.ndarray,
+    compression: str = "none",
+    watcher: RowWatcher | None = None,
+    times: np.ndarray | None = None,
+) -> Any:
     """Pairwise averages of the pairs (i_k, j_k) one after another, batched in waves.
 
     Parameters
@@ -81,6 +88,9 @@ def apply_exchanges(x: Any, i: np.ndarray, j: np.ndarray, compression: str = "no
         peers).
     compression
         Wire compression of the vectors sent (each one message); default ``none``.
+    watcher, times
+        Told each wave's rows before and after it, with the exchanges' times ((K,)),
+        when given (:class:`~protocols.base.RowWatcher`).
 
     Returns
     -------
@@ -88,23 +98,34 @@ def apply_exchanges(x: Any, i: np.ndarray, j: np.ndarray, compression: str = "no
     """
     for wave in waves(i, j):
         a, b = i[wave], j[wave]
-        if compression == "none":
-            x = pairwise_delta(x, a, b)
+        if watcher is not None and times is not None:
+            rows = np.concatenate((a, b))
+            before = RowValues(host_rows(x, rows)) if watcher.needs_before else None
+            x = _exchange_wave(x, a, b, compression)
+            at = np.concatenate((times[wave], times[wave]))
+            watcher.wave(rows, before, RowValues(host_rows(x, rows)), at)
             continue
-        xp = namespace(x)
-        sent = take_rows(xp, x, np.concatenate((a, b)))
-        received = roundtrip(sent, compression)[0]
-        pairs = a.size
-        x = pairwise_delta(
-            x,
-            a,
-            b,
-            sent[:pairs, ...],
-            sent[pairs:, ...],
-            received[:pairs, ...],
-            received[pairs:, ...],
-        )
+        x = _exchange_wave(x, a, b, compression)
     return x
+
+
+def _exchange_wave(x: Any, a: np.ndarray, b: np.ndarray, compression: str) -> Any:
+    """One wave of disjoint exchanges (a_k, b_k) (see :func:`apply_exchanges`)."""
+    if compression == "none":
+        return pairwise_delta(x, a, b)
+    xp = namespace(x)
+    sent = take_rows(xp, x, np.concatenate((a, b)))
+    received = roundtrip(sent, compression)[0]
+    pairs = a.size
+    return pairwise_delta(
+        x,
+        a,
+        b,
+        sent[:pairs, ...],
+        sent[pairs:, ...],
+        received[:pairs, ...],
+        received[pairs:, ...],
+    )
 
 
 class PairwiseGossip(EdgeClockProtocol):
@@ -113,11 +134,16 @@ class PairwiseGossip(EdgeClockProtocol):
     Params = PairwiseGossipParams
     description = "asynchronous pairwise gossip on Poisson edge clocks (Boyd et al.)"
     network_clock = True
+    invariants = frozenset({"sum", "hull", "absent_unchanged", "atomic_exchanges"})
+    #: x; a wave adds both ends' rows, their difference and its half (``wave_arrays``);
+    #: the wire adds the decoded rows and the codec's working copies.
+    state_arrays = 1.0
+    compressed_arrays = 2.0
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One unit of time: the round's exchanges at their ring times, in order."""
-        _, i, j = self.ring_round(present)
-        state.x = apply_exchanges(state.x, i, j, self.params.compression)
+        times, i, j = self.ring_round(present)
+        state.x = apply_exchanges(state.x, i, j, self.params.compression, self.watcher, t + times)
         return self.exchange_stats(i.size)
 
     def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:

@@ -36,6 +36,9 @@ coordinates, plus the weight, exact, itemsize bytes). The sender subtracts exact
 h_x it sent, the target adds the dequantized Q(h_x); h_w travels exact. Σw is kept, Σx
 moves by Q(h_x) − h_x per push (``mean_drift``).
 
+``mean_drift`` measures Σx/Σw (:meth:`PushSum.conserved_mean`), what push-sum conserves;
+the mean of the estimates x/w is not conserved and is not what it reports.
+
 Invariants (tests cite this table):
 
 | quantity | guarantee | failure modes |
@@ -56,6 +59,7 @@ Deep Learning", ICML 2019.
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -63,31 +67,63 @@ import simpy
 from pydantic import Field
 
 from protocols._async_net import RunEnv, push_process
-from protocols._common import Compression, as_mask
+from protocols._common import Compression, Rate, as_mask
 from protocols._edge_clocks import PoissonClocks, waves, wire_vector_bytes
-from protocols.base import Context, Protocol, RoundStats, State
+from protocols.base import Context, Protocol, RoundStats, RowValues, RowWatcher, State
+from protocols.footprint import Footprint, exchange_footprint, graph_size, wave_share
 from protocols.topology import TopologyParams, build_graph, neighbour_table
+from sim import units
+from sim.backend import to_numpy
 from sim.kernels import push_half
-from sim.kernels._xp import namespace
+from sim.kernels._xp import namespace, take_rows
 
 
 class PushSumParams(TopologyParams):
     """Parameters of ``push_sum``: a topology and each peer's push ``rate``."""
 
     name: Literal["push_sum"] = "push_sum"
-    rate: float = Field(default=1.0, gt=0, description="pushes per peer per unit time")
+    rate: Rate = Field(
+        default=1.0,
+        gt=0,
+        le=units.MAX_RATE,
+        allow_inf_nan=False,
+        description="pushes per peer per unit time (e.g. 3/min)",
+    )
     compression: Compression = Field(default="none", description="wire compression")
 
 
 def apply_pushes(
-    x: Any, w: Any, senders: np.ndarray, targets: np.ndarray, compression: str = "none"
+    x: Any,
+    w: Any,
+    senders: np.ndarray,
+    targets: np.ndarray,
+    compression: str = "none",
+    watcher: RowWatcher | None = None,
+    times: np.ndarray | None = None,
 ) -> tuple[Any, Any]:
     """Pushes (s_k → t_k) one after another, batched in waves of disjoint pairs (h_x
-    through the ``compression`` wire, h_w exact)."""
+    through the ``compression`` wire, h_w exact). ``watcher`` (with the pushes'
+    ``times``) is shown each wave's estimates x/w before and after it."""
     for wave in waves(senders, targets):
+        rows = before = None
+        if watcher is not None and times is not None:
+            rows = np.concatenate((senders[wave], targets[wave]))
+            before = RowValues(estimate_rows(x, w, rows))  # pushes never keep Σ(x/w)
         x = push_half(x, senders[wave], targets[wave], compression)
         w = push_half(w, senders[wave], targets[wave])
+        if watcher is not None and times is not None and rows is not None:
+            after = RowValues(estimate_rows(x, w, rows))
+            watcher.wave(rows, before, after, np.concatenate((times[wave], times[wave])))
     return x, w
+
+
+def estimate_rows(x: Any, w: Any, rows: np.ndarray) -> np.ndarray:
+    """x / w of peers ``rows``, divided in the state's dtype (as :meth:`PushSum.estimate`),
+    as float64 host rows."""
+    if type(x) is np.ndarray and type(w) is np.ndarray:
+        return (x.take(rows, axis=0) / w.take(rows, axis=0)).astype(np.float64, copy=False)
+    xp = namespace(x)
+    return np.asarray(to_numpy(take_rows(xp, x, rows) / take_rows(xp, w, rows)), dtype=float)
 
 
 class PushSum(Protocol):
@@ -100,6 +136,27 @@ class PushSum(Protocol):
         "rings", "pushes", "skipped_absent", "skipped_isolated", "skipped_busy", "completed",
         "cancelled",
     )  # fmt: skip
+    invariants = frozenset(
+        {"sum", "weight_sum", "positive_weights", "hull", "absent_unchanged", "atomic_exchanges"}
+    )
+    #: x and the estimate x / w the recorder reads; a wave of pushes adds the halves
+    #: sent, the targets' rows and their sums; the wire adds the decoded halves.
+    state_arrays = 2.0
+    compressed_arrays = 1.5
+    #: float64 (N, dim) arrays per unit of ``rate`` the exact-target tracker keeps for a
+    #: round's replay on the rounds clock (measured ≈ 0 with the current tracker).
+    replay_arrays = 0.5
+
+    @classmethod
+    def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:
+        """The graph and its neighbour table; ``rate`` pushes of one flow per peer and
+        second, at most one in flight per sender, each holding the half it sent."""
+        graph = graph_size(params, n_peers)
+        base = super().footprint(params, n_peers, dim, itemsize, clock)
+        arrays = base.state_arrays + 1.5 * wave_share(n_peers)
+        base = replace(base, state_arrays=arrays, table_bytes=graph.table_bytes(n_peers))
+        n = float(n_peers)
+        return exchange_footprint(base, n_peers, params.rate, n, clock, 1.0, cls.replay_arrays)
 
     def __init__(self, params: PushSumParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -120,9 +177,25 @@ class PushSum(Protocol):
         """Each peer's x / w."""
         return state.x / state.extra["w"]
 
-    def _pushes(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """This round's delivered pushes (senders, targets), in ring order."""
-        _, senders = self.clocks.ring(self.ctx.rng)
+    def estimate_rows(self, state: State, rows: np.ndarray) -> RowValues:
+        """x / w of peers ``rows`` (float64 host rows, constant between pushes)."""
+        return RowValues(estimate_rows(state.x, state.extra["w"], rows))
+
+    def conserved_mean(self, state: State, rows: np.ndarray | None = None) -> Any:
+        """Σx / Σw over ``rows`` (None: all): what push-sum conserves (the estimates'
+        own mean is not conserved), (dim,) float64."""
+        x, w = state.x, state.extra["w"]
+        if rows is not None:
+            xp = namespace(x)
+            x, w = take_rows(xp, x, rows), take_rows(xp, w, rows)
+        xp = namespace(x)
+        total_x = xp.sum(xp.astype(x, xp.float64), axis=0)
+        return to_numpy(total_x / xp.sum(xp.astype(w, xp.float64)))
+
+    def _pushes(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This round's delivered pushes (senders, targets, offsets in [0, 1)), in ring
+        order."""
+        times, senders = self.clocks.ring(self.ctx.rng)
         slot = np.floor(self.ctx.rng.random(senders.size) * self.degree[senders])
         targets = self.neighbours[senders, slot.astype(np.intp)]
         isolated = self.degree[senders] == 0
@@ -131,14 +204,15 @@ class PushSum(Protocol):
         self.counters["skipped_isolated"] += int(np.count_nonzero(isolated))
         self.counters["skipped_absent"] += int(np.count_nonzero(~isolated & ~live))
         self.counters["pushes"] += int(np.count_nonzero(live))
-        return senders[live], targets[live]
+        return senders[live], targets[live], times[live]
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One unit of time: the round's pushes at their ring times, in order."""
-        senders, targets = self._pushes(as_mask(present, self.ctx.n_peers))
+        senders, targets, times = self._pushes(as_mask(present, self.ctx.n_peers))
         state.x, state.extra["w"] = apply_pushes(
-            state.x, state.extra["w"], senders, targets, self.params.compression
-        )
+            state.x, state.extra["w"], senders, targets, self.params.compression,
+            self.watcher, t + times,
+        )  # fmt: skip
         pushes = senders.size
         return RoundStats(float(pushes * self.push_bytes), pushes)
 

@@ -27,7 +27,7 @@ Invariants (tests cite this table):
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -36,6 +36,7 @@ from protocols import _moshpit_net as wire
 from protocols._butterfly import butterfly_flows, compressed_part_nbytes, without
 from protocols._common import Compression, as_mask, butterfly_traffic, shift_drift
 from protocols.base import Context, NetRound, Protocol, ProtocolParams, RoundStats, State
+from protocols.footprint import Footprint, butterfly_footprint
 from sim.kernels import Groups, group_mean
 
 
@@ -76,6 +77,16 @@ class RandomGroups(Protocol):
     Params = RandomGroupsParams
     description = "each round the present peers are shuffled into groups that average"
     network_clock = True
+    invariants = frozenset({"sum", "hull", "drift_reported", "absent_unchanged"})
+
+    @classmethod
+    def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:
+        """Group means in place; a compressing wire adds one group's butterfly at a
+        time; one butterfly of flows per group and round."""
+        compressed = params.compression != "none"
+        return butterfly_footprint(
+            n_peers, params.group_size, dim, itemsize, params.compression, compressed
+        )
 
     def __init__(self, params: RandomGroupsParams, ctx: Context) -> None:
         super().__init__(params, ctx)

@@ -35,7 +35,7 @@ Invariants (tests cite this table):
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -43,8 +43,9 @@ from pydantic import Field
 from protocols._common import Compression, Seconds, as_mask, shift_drift
 from protocols._load_balance import whole_coordinates
 from protocols.base import NetRound, Protocol, ProtocolParams, RoundStats, State
+from protocols.footprint import Footprint
 from sim.kernels import Groups, group_mean
-from sim.kernels.compression import wire_bytes_of
+from sim.kernels.compression import wire_bytes, wire_bytes_of
 from sim.kernels.ring import ring_reduce
 
 
@@ -80,6 +81,25 @@ class RingAllreduce(Protocol):
     Params = RingAllreduceParams
     description = "ring all-reduce of the present peers; any loss aborts, restart after a delay"
     network_clock = True
+    invariants = frozenset({"sum", "hull", "drift_reported", "absent_unchanged"})
+
+    @classmethod
+    def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:
+        """The exact mean in place; through a compressing wire the ring's rows before
+        and after, the chunks in transit and the owners' mask, and the sum's shift in
+        float64 (both rows and their difference). Flows: 2(N − 1) steps of N chunks of
+        ``pipeline_chunks`` pieces; a member streams its pieces one after another."""
+        compressed = params.compression != "none"
+        pieces = params.pipeline_chunks
+        n = max(n_peers, 1)
+        flows = 2.0 * (n - 1) * n * pieces
+        return Footprint(
+            state_arrays=4.0 if compressed else 1.0,
+            float64_arrays=3.0 if compressed else 0.0,
+            flows_per_round=flows,
+            flows_in_flight=min(flows, 2.0 * n * pieces),
+            round_bytes_per_peer=2 * (n - 1) / n * wire_bytes(params.compression, dim, itemsize),
+        )
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """Rounds clock: the present peers get their exact mean."""

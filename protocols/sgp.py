@@ -55,6 +55,7 @@ from pydantic import Field
 
 from protocols._common import Compression, as_mask, mean_drift
 from protocols.base import Context, Protocol, ProtocolParams, RoundStats, State
+from protocols.footprint import Footprint, GraphSize, neighbour_footprint
 from protocols.gossip import column_excess, compressed_neighbour_mean, wire_drift
 from sim.kernels import ell_mix, neighbour_mean
 from sim.kernels._xp import namespace
@@ -82,6 +83,22 @@ class Sgp(Protocol):
     Params = SgpParams
     description = "SGP-style mixing on a time-varying exponential graph (push_sum optional)"
     network_clock = True
+    invariants = frozenset(
+        {"sum", "weight_sum", "positive_weights", "hull", "drift_reported", "absent_unchanged"}
+    )
+
+    @classmethod
+    def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:
+        """Mixing along two offsets (an (N, 2) table): as gossip on a 2-regular graph;
+        push-sum's column-stochastic step holds one more array (the scaled x), and its
+        compressed step two mixings (exact own terms, decoded received ones)."""
+        if params.push_sum:
+            arrays = 5.0 + (4.0 if params.compression != "none" else 0.0)
+        else:
+            arrays = 4.0 + (3.0 if params.compression != "none" else 0.0)
+        graph = GraphSize(float(n_peers), min(2.0, max(n_peers - 1.0, 0.0)))
+        base = Footprint(state_arrays=arrays)
+        return neighbour_footprint(base, graph, n_peers, dim, itemsize, params.compression)
 
     def __init__(self, params: SgpParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -93,6 +110,14 @@ class Sgp(Protocol):
         if self.params.push_sum:
             xp = namespace(state.x)
             state.extra["w"] = xp.ones_like(state.x[:, :1])
+
+    def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
+        """Without push-sum there are no weights and, around absent peers, the mixing is
+        row-stochastic only: the sum may move (it is reported)."""
+        kept = super().invariants_in_force(clock, rejoin)
+        if self.params.push_sum:
+            return kept
+        return kept - {"sum", "weight_sum", "positive_weights"}
 
     def estimate(self, state: State) -> Any:
         """x / w with push-sum, else x."""

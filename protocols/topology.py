@@ -12,6 +12,10 @@ Topologies (``topology:`` in a protocol's parameters), on peers 0 … N−1:
 | ``erdos_renyi`` | G(N, p): each pair independently with probability ``p`` (may be disconnected) |
 | ``file`` | an edge list ``u v`` per line (``#`` comments; extra columns ignored), peers 0 … N−1 |
 
+A bad edge-list file is one :class:`EdgeListError` naming ``protocol.file``, the line and
+the value (a line with one field, a peer out of range or not an integer, bytes that are
+not UTF-8).
+
 Graphs are simple: self-loops and repeated edges are dropped, and every peer is a node
 (isolated peers just never mix). Random graphs draw one integer seed from the
 protocol's generator and hand it to networkx, so they are reproducible per run.
@@ -26,6 +30,7 @@ import networkx as nx
 import numpy as np
 from pydantic import Field, model_validator
 
+from protocols._common import Probability
 from protocols.base import ProtocolParams
 from sim.errors import ScenarioError
 
@@ -39,7 +44,9 @@ class TopologyParams(ProtocolParams):
 
     topology: TopologyName = "ring"
     degree: int = Field(default=4, ge=1, description="degree of random_regular")
-    p: float = Field(default=0.1, gt=0, le=1, description="edge probability of erdos_renyi")
+    p: Probability = Field(
+        default=0.1, gt=0, le=1, description="edge probability of erdos_renyi (e.g. 10%)"
+    )
     file: str | None = Field(default=None, description="edge-list path for topology: file")
 
     @model_validator(mode="after")
@@ -127,19 +134,58 @@ def _erdos_renyi(params: TopologyParams, n: int, rng: np.random.Generator) -> nx
     return nx.gnp_random_graph(n, params.p, seed=_seed(rng))
 
 
-def _from_file(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
-    path = Path(str(params.file))
+class EdgeListError(ScenarioError):
+    """An edge-list file that cannot be read: names ``protocol.file``, the line, the value."""
+
+    def __init__(self, path: Path, line: int | None, expected: str, got: str) -> None:
+        super().__init__("protocol.file", got, expected)
+        where = str(path) if line is None else f"{path} line {line}"
+        self.args = (f"protocol.file: {where}: expected {expected}, got {got}",)
+
+
+def read_edge_list(path: Path, n: int) -> list[tuple[int, int]]:
+    """The edges ``u v`` of an edge-list file, in file order, on peers 0 … n−1.
+
+    One edge per line: two integers, then anything (ignored); ``#`` starts a comment;
+    blank lines are skipped.
+
+    Raises
+    ------
+    EdgeListError
+        On an unreadable or non-UTF-8 file, or the first line that is not an edge of
+        two peers in range (naming the line).
+    """
     try:
-        graph = nx.read_edgelist(path, nodetype=int, data=False)
-    except OSError as err:
-        raise ScenarioError("protocol.file", params.file, "a readable edge-list file") from err
-    except (TypeError, ValueError, IndexError) as err:
-        raise ScenarioError(
-            "protocol.file", params.file, "an edge list of integer pairs 'u v' per line"
-        ) from err
-    bad = [v for v in graph.nodes if not 0 <= v < n]
-    if bad:
-        raise ScenarioError("protocol.file", params.file, f"peers in 0 … {n - 1}, found {bad[0]}")
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EdgeListError(path, None, "a readable edge-list file", exc.strerror or "") from None
+    except UnicodeDecodeError:
+        raise EdgeListError(path, None, "UTF-8 text", "bytes that are not UTF-8") from None
+    edges: list[tuple[int, int]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) < 2:
+            raise EdgeListError(path, number, "an edge 'u v' (two peers)", repr(line.strip()))
+        ends = [_peer(path, number, field, n) for field in fields[:2]]
+        edges.append((ends[0], ends[1]))
+    return edges
+
+
+def _peer(path: Path, line: int, field: str, n: int) -> int:
+    try:
+        peer = int(field)
+    except ValueError:
+        peer = -1
+    if not (field.isascii() and 0 <= peer < n):
+        raise EdgeListError(path, line, f"peers in 0 … {n - 1}", repr(field))
+    return peer
+
+
+def _from_file(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
+    graph = nx.Graph()
+    graph.add_edges_from(read_edge_list(Path(str(params.file)), n))
     return graph
 
 

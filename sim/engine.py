@@ -2,12 +2,14 @@
 
 Build order (Ciw-style): resolve peers → draw initial vectors → build the protocol and
 churn with their own generators → run the clock's process → summarize. Nothing global:
-everything a run touches hangs off :class:`Run`.
+everything a run touches hangs off :class:`Run`. What is measured and when the run stops
+is the observer's (:mod:`sim.observe`), the same on both clocks.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,14 +22,16 @@ import simpy
 import protocols
 from protocols.base import Context, State
 from sim.backend import namespace, to_numpy
-from sim.churn import ChurnSchedule, RoundChurn, build_schedule, churn_process
+from sim.churn import ChurnSchedule, RoundChurn, build_schedule
 from sim.churn.membership import MembershipSchedule
 from sim.errors import ScenarioError
 from sim.netclock import NetworkClock
 from sim.network import FlowNetwork
+from sim.observe.observer import Observer
+from sim.observe.wiring import WatchedRejoin, timer, watched_churn
 from sim.peers import resolve_peers
-from sim.recorder import Recorder, statistics
-from sim.rejoin import NetworkRejoin, Rejoin
+from sim.rejoin import Rejoin
+from sim.resources import guard
 from sim.result import RunResult
 from sim.scenario.models import Scenario
 from sim.seeding import component_rng
@@ -51,7 +55,9 @@ class NetEnv:
 class Run:
     """Everything one run owns: environment, state, protocol, churn and recorder."""
 
-    def __init__(self, scenario: Scenario, seed: int) -> None:
+    def __init__(
+        self, scenario: Scenario, seed: int, interrupt: threading.Event | None = None
+    ) -> None:
         self.scenario, self.seed = scenario, seed
         n_initial = scenario.peers.count
         n = n_initial + scenario.churn.joining  # every peer that will ever exist
@@ -74,10 +80,14 @@ class Run:
         self.churn = RoundChurn(self.schedule())
         self.rejoin = Rejoin(scenario, component_rng(seed, "rejoin"))
         self.rejoin.previous = self.exists.copy()  # joiners count as returning peers
-        self.recorder = Recorder(seed, scenario.metrics.every)
         self.env = simpy.Environment()
         self.rounds, self.bytes_sent, self.messages = 0, 0.0, 0
-        self.var_history: list[tuple[int, float, float]] = []
+        self.present = self.exists.copy()  # who is present now (the network clock's mask)
+        #: Rounds are whole seconds (continuous time on the network clock).
+        self.seconds = scenario.clock == "network" and self.continuous
+        self.observer = Observer(scenario, seed, self.protocol, self.state, self.mean0, interrupt)
+        self.recorder = self.observer.recorder
+        self.tracker = self.observer.track(self._masks, self._now, self.continuous)
 
     def schedule(self) -> ChurnSchedule:
         """The churn schedule of the run, masked by joins and leaves when there are any."""
@@ -95,36 +105,52 @@ class Run:
         self.exists[joined] = True
         self.exists[left] = False
 
+    def _masks(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.exists, self.present
+
+    def _now(self) -> tuple[int, float]:
+        """(round, time) of a change now: the round under way, or whole seconds."""
+        now = float(self.env.now)
+        if self.seconds:
+            return math.floor(now + 1e-9), now
+        return self.rounds + 1, now
+
     def observe(self, present: np.ndarray, first: bool = False) -> bool:
         """Measure the state now, record a row when due or final; True when the run ends."""
-        estimate = self.protocol.estimate(self.state)
-        stats = statistics(estimate, present, self.mean0, self.exists)
-        self.var_history.append((self.rounds, float(self.env.now), stats.var))
-        done = self._should_stop(stats.var)
-        if first or done or self.recorder.due(float(self.env.now)):
-            traffic = (self.bytes_sent, self.messages)
-            alive = float(present.sum() / max(1, self.exists.sum()))
-            self.recorder.record(self.rounds, float(self.env.now), stats, alive, traffic)
-        return done
+        traffic = (self.bytes_sent, self.messages)
+        now = float(self.env.now)
+        return self.observer.measure(present, self.exists, self.rounds, now, traffic, first)
+
+    def _progress(self, progress: Progress | None) -> None:
+        fraction = self.observer.progress(self.rounds, float(self.env.now))
+        if progress is not None and fraction is not None:
+            progress(fraction)
 
     def rounds_process(self, progress: Progress | None) -> Any:
         """The rounds clock: one round per unit of simulated time until a stop rule fires."""
-        max_rounds = self.scenario.stop.max_rounds
         done = self.observe(self.exists.copy(), first=True)
         while not done:
-            present = self.churn.present(self.rounds)
-            exists = self.churn.exists
-            if exists is not None:
-                self.exists = exists
-            self.rejoin.apply(self.state, present)
-            stats = self.protocol.round(self.state, present, self.rounds)
+            self._round_churn(self.churn.present(self.rounds), self.churn.exists)
+            self.tracker.begin_round(float(self.rounds))
+            stats = self.protocol.round(self.state, self.present, self.rounds)
+            self.tracker.end_round(self.rounds + 1, float(self.rounds + 1))
             self.bytes_sent += stats.bytes_sent
             self.messages += stats.messages
             self.rounds += 1
             yield self.env.timeout(1)
-            done = self.observe(present)
-            if progress is not None and max_rounds:
-                progress(min(1.0, self.rounds / max_rounds))
+            done = self.observe(self.present)
+            self._progress(progress)
+
+    def _round_churn(self, present: np.ndarray, exists: np.ndarray | None) -> None:
+        """The round's presence and membership, and the rejoin of returning peers."""
+        exists = self.exists if exists is None else exists
+        changed = np.flatnonzero((present != self.present) | (exists != self.exists))
+
+        def apply() -> None:
+            self.exists, self.present = exists, present
+            self.rejoin.apply(self.state, present)
+
+        self.tracker.change(changed, apply)
 
     def network_process(self, progress: Progress | None) -> Any:
         """The network clock: barrier rounds of flows until a stop rule fires, or the
@@ -133,7 +159,6 @@ class Run:
         if self.continuous:
             yield from self.continuous_process(clock, progress)
             return
-        stop = self.scenario.stop
         yield self.env.timeout(0)  # let the churn process apply its time-0 step first
         done = self.observe(clock.present, first=True)
         while not done:
@@ -143,8 +168,7 @@ class Run:
             self.rounds += 1
             self.bytes_sent, self.messages = clock.net.bytes_sent_total, clock.messages
             done = self.observe(clock.present)
-            if progress is not None and stop.max_time:
-                progress(min(1.0, self.env.now / stop.max_time))
+            self._progress(progress)
             if stats.wait_s > 0 and not done:
                 yield self.env.timeout(stats.wait_s)
 
@@ -166,6 +190,7 @@ class Run:
         self.env.process(
             protocol.network_process(NetEnv(self.env, clock.net, clock.present, self.state))
         )
+        self.tracker.schedule = timer(self.env)
         k = 0
         while not done:
             k += 1
@@ -176,8 +201,7 @@ class Run:
             self._net_traffic()
             self._sync()
             done = self.observe(clock.present)
-            if progress is not None and stop.max_time:
-                progress(min(1.0, self.env.now / stop.max_time))
+            self._progress(progress)
 
     def _sync(self) -> None:
         """Bring every peer's state to now (continuous protocols with lazy updates)."""
@@ -207,20 +231,24 @@ class Run:
             links=topology(network, self.scenario.peers, table["class"].to_numpy()),
         )
         clock = NetworkClock(self.env, net, self.exists.copy(), table["delay_s"].to_numpy())
-        rejoin = NetworkRejoin(self.scenario, component_rng(self.seed, "rejoin"), clock, self.state)
-        self.env.process(
-            churn_process(self.env, self.schedule(), clock.preempt, rejoin.restore, self.membership)
+        self.present = clock.present
+        rng = component_rng(self.seed, "rejoin")
+        rejoin = WatchedRejoin(self.tracker, self.scenario, rng, clock, self.state)
+        churn = watched_churn(
+            self.env, self.schedule(), clock, rejoin, self.membership, self.tracker
         )
+        self.env.process(churn)
         self.clock = clock
         return clock
 
     def finish_network(self) -> None:
-        """After ``max_time`` cut a run short: bring the traffic counters up to date and
-        record the final state."""
+        """After ``max_time`` or the observer (a target crossed, a NaN) cut a run short:
+        bring the traffic counters up to date and record the final state."""
         self._net_traffic()
         self._sync()
         if self.recorder.rows[-1][2] != float(self.env.now):
             self.observe(self.clock.present, first=True)
+        self.observer.decide(self.rounds, float(self.env.now))
 
     def traffic(self) -> pd.DataFrame:
         """Per-peer bytes out and in over the run (network clock; partial flows count)."""
@@ -229,41 +257,41 @@ class Run:
             {"peer": np.arange(net.n), "bytes_out": net.bytes_out, "bytes_in": net.bytes_in}
         )
 
-    def _should_stop(self, var: float) -> bool:
-        stop = self.scenario.stop
-        if stop.target_var and var < stop.target_var:
-            return True
-        if stop.max_rounds is not None and self.rounds >= stop.max_rounds:
-            return True
-        return stop.max_time is not None and self.env.now >= stop.max_time
-
 
 def _network_protocols() -> str:
     names = [name for name, cls in protocols.REGISTRY.items() if cls.network_clock]
     return "a protocol that runs on clock: network (" + ", ".join(names) + ")"
 
 
-def run(scenario: Scenario, seed: int | None = None, progress: Progress | None = None) -> RunResult:
-    """Run ``scenario`` once with ``seed`` (default: the scenario's) and return the result."""
+def run(
+    scenario: Scenario,
+    seed: int | None = None,
+    progress: Progress | None = None,
+    interrupt: threading.Event | None = None,
+) -> RunResult:
+    """Run ``scenario`` once with ``seed`` (default: the scenario's) and return the result.
+
+    ``interrupt``: once set (from another thread, a signal handler), the run ends at its
+    next sample with ``stop_reason: interrupted`` and a complete result.
+    """
     seed = scenario.seed if seed is None else int(seed)
+    guard(scenario)  # refuse a run that would not fit in memory, warn when it takes hours
     started = time.perf_counter()
-    sim_run = Run(scenario, seed)
+    sim_run = Run(scenario, seed, interrupt)
     env = sim_run.env
     if scenario.clock == "rounds":
         env.process(sim_run.rounds_process(progress))
         env.run()
     else:
-        finished = env.process(sim_run.network_process(progress))
+        ends = [env.process(sim_run.network_process(progress)), sim_run.observer.halt_event(env)]
         max_time = scenario.stop.max_time
-        env.run(
-            until=finished if max_time is None else env.any_of([finished, env.timeout(max_time)])
-        )
+        env.run(until=env.any_of(ends if max_time is None else [*ends, env.timeout(max_time)]))
         sim_run.finish_network()
     wall = time.perf_counter() - started
     metrics = sim_run.recorder.frame()
     extra = {"traffic": sim_run.traffic()} if scenario.clock == "network" else {}
     summary = summarize(
-        scenario, seed, sim_run.var_history, sim_run.rounds, metrics, wall,
+        scenario, seed, sim_run.rounds, metrics, wall, sim_run.observer.fields(),
         sim_run.protocol.counters,
     )  # fmt: skip
     return RunResult(

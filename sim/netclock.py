@@ -48,6 +48,9 @@ class NetworkClock:
     ) -> None:
         self.env, self.net, self.present, self.delay_s = env, net, present, delay_s
         self.lost = np.zeros(present.size, dtype=bool)
+        #: (n_peers,) int: how many times each peer has been preempted (a rejoin that is
+        #: still downloading gives up when its peer goes down again).
+        self.preemptions = np.zeros(present.size, dtype=np.int64)
         self.messages = 0
         self.failed_messages = 0
 
@@ -55,6 +58,7 @@ class NetworkClock:
         """Churn callback: ``peers`` go down now; their flows fail, they are lost."""
         self.present[peers] = False
         self.lost[peers] = True
+        self.preemptions[peers] += 1
         for peer in peers.tolist():
             self.net.fail_peer(peer)
 

@@ -67,7 +67,9 @@ class NetworkRejoin:
     ``fetch`` it first downloads the full vector from a random present peer and becomes
     present (with that vector, as it was when the download completed) only then. If the
     source is preempted mid-download, it retries at once from another present peer, or
-    after ``retry_s`` when nobody is present.
+    after ``retry_s`` when nobody is present. If the peer itself is preempted again
+    before its download completed, the download is abandoned: it stays absent until its
+    next restore, which fetches anew.
     """
 
     def __init__(self, scenario: Scenario, rng: np.random.Generator, clock: Any, state: State):
@@ -85,21 +87,27 @@ class NetworkRejoin:
             self.clock.present[peers] = True
             return
         for peer in peers.tolist():
-            self._fetch(peer)
+            self._fetch(peer, int(self.clock.preemptions[peer]))
 
-    def _fetch(self, peer: int) -> None:
+    def _fetch(self, peer: int, since: int) -> None:
+        """Download a vector for ``peer``, restored when it had been preempted ``since``
+        times (a later preemption ends the attempt)."""
+        if self.clock.preemptions[peer] != since:
+            return
         sources = np.flatnonzero(self.clock.present)
         env = self.clock.env
         if sources.size == 0:
-            env.timeout(self.retry_s).callbacks.append(lambda _e: self._fetch(peer))
+            env.timeout(self.retry_s).callbacks.append(lambda _e: self._fetch(peer, since))
             return
         source = int(sources[self.rng.integers(sources.size)])
         flow = self.clock.net.send(source, peer, self.vector_bytes)
-        flow.done.callbacks.append(lambda event: self._arrived(event, source, peer))
+        flow.done.callbacks.append(lambda event: self._arrived(event, source, peer, since))
 
-    def _arrived(self, event: Any, source: int, peer: int) -> None:
+    def _arrived(self, event: Any, source: int, peer: int, since: int) -> None:
         if not event.ok:
-            self._fetch(peer)
+            self._fetch(peer, since)
             return
+        if self.clock.preemptions[peer] != since:
+            return  # preempted at the instant the download completed
         copy_rows(self.state, np.array([peer]), np.array([source]))
         self.clock.present[peer] = True

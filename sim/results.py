@@ -2,9 +2,11 @@
 
 A result folder holds ``metrics.parquet`` (every seed), ``summary.json`` (the runs and
 their mean), ``scenario.yaml`` (the resolved scenario), ``peers.parquet``, one
-``<name>.parquet`` per extra table and ``convergence.png``. Every file is first written
-to a temporary file in the same folder and then renamed over its final name, so a
-reader never sees half a file.
+``<name>.parquet`` per extra table and ``convergence.png``. The whole folder is first
+written to a hidden temporary folder beside it and then renamed to its final name
+(:func:`sim.folders.staged_folder`), so a reader — or a run interrupted while writing —
+sees no folder, the previous one, or the complete new one; never half a folder. Single
+files (:func:`atomic_write`) are likewise written to a temporary file and renamed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pandas as pd
 import yaml
 
 from sim.errors import ResultExistsError
+from sim.folders import staged_folder
 from sim.result import RunResult
 
 #: Summary keys that are labels, not quantities: never averaged.
@@ -48,10 +51,19 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
     tmp = Path(tmp_name)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
     return final
+
+
+@functools.lru_cache(maxsize=1)
+def _umask() -> int:
+    """The process's umask (read once; setting it back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
@@ -132,7 +144,8 @@ def write_result(
     out_dir
         The result folder; created when missing.
     force
-        Overwrite the files of an existing, non-empty folder.
+        Replace an existing, non-empty folder (as a whole: files of the old result that
+        the new one does not have do not linger).
 
     Returns
     -------
@@ -145,7 +158,14 @@ def write_result(
         When ``out_dir`` is not empty and ``force`` is false.
     """
     results = _as_list(result_or_results)
-    folder = prepare_folder(out_dir, force)
+    folder = check_folder(out_dir, force)
+    with staged_folder(folder, replace=force) as staging:
+        _write_files(results, staging)
+    return folder
+
+
+def _write_files(results: Sequence[RunResult], folder: Path) -> None:
+    """Every file of the result folder, into ``folder``."""
     write_parquet(folder / "metrics.parquet", _concat(r.metrics for r in results))
     atomic_write_text(folder / "summary.json", summary_json(results))
     atomic_write_text(folder / "scenario.yaml", scenario_yaml(results[0].scenario))
@@ -154,7 +174,6 @@ def write_result(
         table = _concat_by_seed(results, functools.partial(_extra_table, name=name))
         write_parquet(folder / f"{name}.parquet", table)
     _write_figure(folder / "convergence.png", results)
-    return folder
 
 
 def summary_document(results: Sequence[RunResult]) -> dict[str, Any]:
@@ -244,14 +263,9 @@ def _extra_table(result: RunResult, name: str) -> pd.DataFrame | None:
 
 
 def _write_figure(path: Path, results: Sequence[RunResult]) -> None:
-    from sim.plots import convergence_figure  # matplotlib is imported only when drawing
+    from sim.plots import scenario_figure  # matplotlib is imported only when drawing
 
-    target = (results[0].scenario.get("stop") or {}).get("target_var")
-    figure = convergence_figure(
-        [_concat(r.metrics for r in results)],
-        [str(results[0].scenario.get("name", ""))],
-        target_var=target,
-    )
+    figure = scenario_figure(_concat(r.metrics for r in results), results[0].scenario)
     atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=120))
 
 

@@ -1,4 +1,11 @@
-"""One run's summary (an entry of ``summary.json``'s ``runs``)."""
+"""One run's summary (an entry of ``summary.json``'s ``runs``).
+
+Beyond the result contract's fields, a summary says why the run stopped
+(``stop_reason``: ``target``, ``max_time``, ``max_rounds``, ``nan`` or ``interrupted``),
+where a NaN appeared (``nan``: ``{round, time_s, peer}``, or null), the first crossing of
+every ``metrics.targets`` value on ``var`` and ``var_alive``
+(:mod:`sim.observe.targets`) and the protocol's counters.
+"""
 
 from __future__ import annotations
 
@@ -6,57 +13,55 @@ from typing import Any
 
 import pandas as pd
 
+from sim.observe.targets import target_fields, target_label
 from sim.scenario.models import Scenario
-
-
-def target_label(target: float) -> str:
-    """The suffix naming a variance target in summary fields: ``1e-04``."""
-    return f"{target:.0e}"
-
-
-def first_below(history: list[tuple[int, float, float]], target: float | None) -> tuple:
-    """(round, time_s) of the first observation with var < target, or (None, None)."""
-    if not target:
-        return None, None
-    for rounds, time_s, var in history:
-        if var < target:
-            return rounds, time_s
-    return None, None
 
 
 def summarize(
     scenario: Scenario,
     seed: int,
-    history: list[tuple[int, float, float]],
     rounds: int,
     metrics: pd.DataFrame,
     wall_time_s: float,
+    observed: dict[str, Any],
     counters: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Summary fields of the contract, plus ``rounds_to_<t>``/``time_to_<t>_s`` per extra
-    target and the protocol's ``counters`` (see :func:`counter_fields`)."""
+    """Summary fields of the contract, then ``stop_reason``, ``nan``, the
+    ``rounds_to_<t>``/``time_to_<t>_s`` fields of each extra target (and their
+    ``_alive`` twins) from ``observed`` (:meth:`sim.observe.observer.Observer.fields`),
+    and the protocol's ``counters`` (see :func:`counter_fields`)."""
     last = metrics.iloc[-1]
-    reached_round, reached_time = first_below(history, scenario.stop.target_var)
     summary: dict[str, Any] = {
         "seed": seed,
         "rounds": int(rounds),
         "sim_time_s": float(last["time_s"]),
         "final_var": float(last["var"]),
-        "rounds_to_target": reached_round,
-        "time_to_target_s": reached_time,
+        "rounds_to_target": observed["rounds_to_target"],
+        "time_to_target_s": observed["time_to_target_s"],
         "bytes_sent": float(last["bytes_sent"]),
         "messages": int(last["messages"]),
         "final_mean_drift": float(last["mean_drift"]),
         "wall_time_s": wall_time_s,
+        "stop_reason": observed["stop_reason"],
+        "nan": observed["nan"],
     }
-    for target in scenario.metrics.targets:
-        reached_round, reached_time = first_below(history, target)
-        summary[f"rounds_to_{target_label(target)}"] = reached_round
-        summary[f"time_to_{target_label(target)}_s"] = reached_time
+    for name in target_fields(scenario):
+        summary[name] = observed[name]
     counters = counters or {}
     for name in counter_fields(scenario):
         summary[name] = int(counters.get(name, 0))
     return summary
+
+
+def nan_warning(summary: dict[str, Any]) -> str | None:
+    """One line saying where a run's NaN or inf appeared, or None for a healthy run."""
+    nan = summary.get("nan")
+    if not nan:
+        return None
+    return (
+        f"seed {summary.get('seed')}: a NaN or inf appeared in the state at round "
+        f"{nan['round']}, t = {nan['time_s']:g} s (peer {nan['peer']}); the run stopped there"
+    )
 
 
 def counter_fields(scenario: Scenario) -> tuple[str, ...]:
@@ -64,3 +69,6 @@ def counter_fields(scenario: Scenario) -> tuple[str, ...]:
     import protocols
 
     return protocols.get(scenario.protocol.name).counter_names
+
+
+__all__ = ["counter_fields", "nan_warning", "summarize", "target_label"]

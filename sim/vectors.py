@@ -37,14 +37,45 @@ def fresh_rows(vector: Vector, count: int, rng: np.random.Generator) -> np.ndarr
     return rng.standard_normal((count, vector.dim)).astype(vector.dtype)
 
 
+class VectorFileError(ScenarioError):
+    """A ``vector.file`` that cannot be the initial vectors: names the key and the file."""
+
+    def __init__(self, path: Path, expected: str, got: str) -> None:
+        super().__init__("vector.file", got, expected)
+        self.args = (f"vector.file: {path}: expected {expected}, got {got}",)
+
+
 def _load(vector: Vector, shape: tuple[int, int]) -> np.ndarray:
+    """The ``.npy`` at ``vector.file``: checked (header first, memory-mapped) before it is
+    read, cast to float64."""
     path = Path(str(vector.file))
+    expected = f"a .npy file of real numbers of shape {shape}"
     try:
-        x = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ScenarioError("vector.file", str(path), f"a readable .npy file ({exc})") from None
-    if x.shape != shape or not np.issubdtype(x.dtype, np.number):
-        raise ScenarioError("vector.file", f"shape {x.shape}", f"a numeric array of shape {shape}")
-    if not np.all(np.isfinite(x)):
-        raise ScenarioError("vector.file", "non-finite values", "finite numbers only")
-    return x.astype(np.float64)
+        x = np.load(path, mmap_mode="r", allow_pickle=False)
+    except OSError as exc:
+        raise VectorFileError(path, "a readable .npy file", exc.strerror or str(exc)) from None
+    except (ValueError, EOFError):  # not .npy, truncated, pickled objects, empty
+        raise VectorFileError(path, expected, "a file that is not a .npy array") from None
+    if not isinstance(x, np.ndarray):  # a .npz archive
+        x.close()
+        raise VectorFileError(path, expected, "a .npz archive")
+    real = np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)
+    if x.shape != shape or not real:
+        raise VectorFileError(path, expected, f"shape {x.shape} of {x.dtype}")
+    values = np.array(x, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        raise VectorFileError(path, "finite numbers only", _first_bad(values, values))
+    with np.errstate(over="ignore"):
+        cast = values.astype(vector.dtype)
+    if not np.all(np.isfinite(cast)):
+        limit = f"{float(np.finfo(vector.dtype).max):g}"
+        raise VectorFileError(
+            path, f"values within ±{limit} (vector.dtype {vector.dtype})", _first_bad(cast, values)
+        )
+    return values
+
+
+def _first_bad(checked: np.ndarray, values: np.ndarray) -> str:
+    """The first value of ``values`` where ``checked`` (same shape) is not finite, and where."""
+    row, col = (int(k) for k in np.argwhere(~np.isfinite(checked))[0])
+    return f"{float(values[row, col])!r} at row {row}, column {col}"

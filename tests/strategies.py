@@ -7,7 +7,9 @@ schedules, seeds. Strategies return plain numpy / networkx objects.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -214,3 +216,321 @@ def trace_rows(draw: st.DrawFn, n_peers: int) -> list[tuple[int, float, float]]:
         if draw(st.booleans()):
             rows.append((peer, (t + draw(st.integers(0, 4))) / 4, float("inf")))
     return draw(st.permutations(rows))
+
+
+# -- stateful runs (issue 9) ------------------------------------------------------------
+
+#: Numeric protocol fields worth varying in small stateful runs, by field name (any
+#: protocol with such a field gets them); other numeric fields keep their defaults, and
+#: Literal and bool fields are drawn from all their values (:func:`protocol_sections`).
+STATEFUL_NUMBERS: dict[str, st.SearchStrategy[object]] = {
+    "group_size": st.integers(2, 4),
+    "grid_dims": st.integers(1, 2),
+    "min_group_size": st.integers(1, 2),
+    "part_bytes": st.sampled_from([8, 24, 512 * 1024]),
+    "matchmaking_time": st.sampled_from([0.0, 0.3, 1.0, 5.0]),
+    "sender_timeout": st.sampled_from([None, 0.05, 0.3]),
+    "pipeline_chunks": st.integers(1, 3),
+    "restart_delay": st.sampled_from([0.0, 0.5]),
+    "max_concurrent": st.integers(1, 2),
+    "rate": st.sampled_from([0.5, 2.0, 8.0]),
+}
+
+
+@st.composite
+def protocol_sections(draw: st.DrawFn, name: str) -> dict[str, object]:
+    """A ``protocol`` section for the registered protocol ``name``, read off its
+    ``Params`` model: every Literal and bool field drawn from its values, the fields of
+    :data:`STATEFUL_NUMBERS` from theirs. Some draws are invalid (``topology: file``
+    without a file, say): the scenario then fails to build, which callers reject."""
+    import typing
+
+    import protocols
+
+    section: dict[str, object] = {"name": name}
+    for field, info in protocols.get(name).Params.model_fields.items():
+        annotation = info.annotation
+        if field == "name":
+            continue
+        if field in STATEFUL_NUMBERS:
+            section[field] = draw(STATEFUL_NUMBERS[field])
+        elif typing.get_origin(annotation) is typing.Literal:
+            section[field] = draw(st.sampled_from(typing.get_args(annotation)))
+        elif annotation is bool:
+            section[field] = draw(st.booleans())
+    return section
+
+
+@st.composite
+def stateful_scenarios(draw: st.DrawFn, name: str, clock: str) -> dict[str, object]:
+    """A small scenario mapping (4–16 peers, dim 1–8, float64) for protocol ``name`` on
+    ``clock``, without churn (the state machine preempts and restores peers itself) and
+    without stop rule (it advances time itself). Links are slow (400 B/s to 4 kB/s, 2 to
+    20 ms) and peers straggle up to 0.5 s, so transfers, matchmaking and rounds last long
+    enough to be interrupted."""
+    return {
+        "name": "stateful",
+        "clock": clock,
+        "seed": draw(st.integers(0, 2**16)),
+        "peers": {
+            "count": draw(st.integers(4, 16)),
+            "upload": {"dist": "uniform", "low": 400, "high": 4000},
+            "download": {"dist": "uniform", "low": 400, "high": 4000},
+            "latency": {"dist": "uniform", "low": 0.002, "high": 0.02},
+            "delay": {"dist": "uniform", "low": 0.0, "high": 0.5},
+        },
+        "churn": {"model": "none", "rejoin": draw(st.sampled_from(["keep", "reset", "fetch"]))},
+        "vector": {
+            "dim": draw(st.integers(1, 8)),
+            "init": draw(st.sampled_from(["normal", "uniform", "onehot"])),
+        },
+        "protocol": draw(protocol_sections(name)),
+        "stop": {"max_rounds": None, "max_time": 1e9, "target_var": None},
+    }
+
+
+# -- input fuzzing (issue 9) ------------------------------------------------------------
+
+#: Numbers wrong or borderline in a number field: signs, zero, NaN, infinities, beyond
+#: float and int64, the smallest denormal, the largest float.
+EDGE_NUMBERS: tuple[object, ...] = (
+    -1, -0.5, 0, -0.0, float("nan"), float("inf"), float("-inf"), 1e30, 10**30, 2**63,
+    5e-324, 1.7976931348623157e308,
+)  # fmt: skip
+#: Values of the wrong type, and unit spellings of every kind (some wrong, some right).
+ODD_VALUES: tuple[object, ...] = (
+    "abc", "", True, None, [], {}, [1, 2], {"dist": "lognormal"}, {"a": 1}, "1 fortnight",
+    "30%", "150%", "-3/min", "3/min", "20 Mbps", "12.5 MBps", "1 hour", "1e400", ".nan",
+    "inf s", "0x10", "1,5", "-0", "5 %", "1 h 30 min", "\u00b5s", "100 Mbit",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SchemaLeaf:
+    """A field of the scenario format, found in its JSON Schema.
+
+    Attributes
+    ----------
+    key
+        Dotted key (list entries as ``.0``), e.g. ``peers.classes.0.upload.median``.
+    needs
+        ``(dotted key, value)`` pairs that make the key exist: the union member
+        (``protocol: {name: moshpit}``), the distribution or list around it. Values are
+        whole replacements.
+    types
+        The JSON types the field accepts (``number``, ``integer``, ``string``, ...).
+    choices
+        Its ``enum``/``const`` values, if any.
+    """
+
+    key: str
+    needs: tuple[tuple[str, Any], ...]
+    types: frozenset[str]
+    choices: tuple[Any, ...]
+
+    @property
+    def numeric(self) -> bool:
+        return bool({"number", "integer"} & self.types)
+
+
+def schema_leaves(schema: dict[str, Any], strings: dict[str, str]) -> list[SchemaLeaf]:
+    """Every field of a JSON Schema (pydantic's: ``$defs``, ``anyOf``, discriminated
+    ``oneOf``), with what each needs to exist; ``strings`` gives the value of required
+    string fields by dotted key (e.g. ``churn.file``), else ``"x"``."""
+    defs = schema.get("$defs", {})
+    leaves: list[SchemaLeaf] = []
+
+    def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def minimal(node: dict[str, Any], key: str) -> Any:
+        node = resolve(node)
+        if "const" in node or "enum" in node:
+            return node.get("const", (node.get("enum") or [None])[0])
+        alternatives = [resolve(a) for a in node.get("anyOf", node.get("oneOf", []))]
+        if alternatives:
+            usable = [a for a in alternatives if a.get("type") != "null"] or alternatives
+            return minimal(usable[0], key)
+        kind = node.get("type")
+        if kind == "object":
+            return {
+                name: minimal(sub, f"{key}.{name}")
+                for name, sub in node.get("properties", {}).items()
+                if name in node.get("required", [])
+            }
+        if kind == "array":
+            return [minimal(node.get("items", {}), f"{key}.0")] * max(1, node.get("minItems", 1))
+        if kind == "string":
+            return strings.get(key, "x")
+        return {"boolean": False, "null": None}.get(str(kind), 1)
+
+    def types(node: dict[str, Any]) -> set[str]:
+        node = resolve(node)
+        found = {node["type"]} if isinstance(node.get("type"), str) else set()
+        for alternative in node.get("anyOf", []) + node.get("oneOf", []):
+            found |= types(alternative)
+        return found or {"any"}
+
+    def walk(node: dict[str, Any], path: tuple[str, ...], needs: tuple) -> None:
+        node = resolve(node)
+        key = ".".join(path)
+        tag = node.get("discriminator", {}).get("propertyName")
+        if tag is not None:
+            leaves.append(SchemaLeaf(key, needs, frozenset({"object"}), ()))
+            for value, ref in node["discriminator"]["mapping"].items():
+                member = resolve({"$ref": ref})
+                whole = {tag: value, **minimal(member, key)}
+                walk_members(member, path, (*needs, (key, whole)))
+            return
+        if "properties" in node and not path:
+            walk_members(node, path, needs)
+            return
+        if "properties" in node:
+            leaves.append(SchemaLeaf(key, needs, frozenset({"object"}), ()))
+            walk_members(node, path, needs)
+            return
+        choices = tuple(node.get("enum", ())) + ((node["const"],) if "const" in node else ())
+        leaves.append(SchemaLeaf(key, needs, frozenset(types(node)), choices))
+        for alternative in [resolve(a) for a in node.get("anyOf", [node])]:
+            items = resolve(alternative.get("items", {}))
+            if alternative.get("type") == "object" and "properties" in alternative:
+                walk_members(alternative, path, (*needs, (key, minimal(alternative, key))))
+            elif alternative.get("type") == "array" and "properties" in items:
+                entry = minimal(items, f"{key}.0")
+                walk_members(items, (*path, "0"), (*needs, (key, [entry])))
+
+    def walk_members(node: dict[str, Any], path: tuple[str, ...], needs: tuple) -> None:
+        for name, sub in node.get("properties", {}).items():
+            walk(sub, (*path, name), needs)
+
+    walk(schema, (), ())
+    return leaves
+
+
+def edge_values(leaf: SchemaLeaf) -> st.SearchStrategy[object]:
+    """A wrong or borderline value for ``leaf``: an edge number (number fields, also
+    written with a unit), a value of another type, or a near miss of its choices."""
+    options: list[st.SearchStrategy[object]] = [st.sampled_from(ODD_VALUES)]
+    if leaf.numeric:
+        numbers = st.sampled_from(EDGE_NUMBERS)
+        units = st.sampled_from(("s", "ms", "min", "h", "Mbps", "Mbit/s", "KiB", "/min", "%"))
+        options += [numbers, numbers, st.builds(lambda n, u: f"{n} {u}", numbers, units)]
+    if leaf.choices:
+        near = st.sampled_from(leaf.choices).map(lambda c: f"{c}".upper() + "_")
+        options += [near, st.just("nonexistent")]
+    return st.one_of(options)
+
+
+def garbage_documents() -> st.SearchStrategy[bytes]:
+    """Whole files that are not a scenario: binary, non-UTF-8 text, alias bombs, deep
+    nesting, Python tags, several documents, non-mappings, empty, truncated YAML."""
+    scalar_docs = st.sampled_from(
+        (b"", b"\n", b"# only a comment\n", b"- 1\n- 2\n", b"42\n", b"hello\n", b"null\n",
+         b"[1, {a: 2}]\n", b"a: 1\n---\nb: 2\n", b"a: !!python/object/apply:os.system [ls]\n",
+         b"a: !!binary aGVsbG8=\n", b"{a: 1, a: 2}\n", b"a: *nowhere\n", b"a: &x [*x]\n",
+         b"? [1, 2]\n: 3\n", b"a:\tb\n", b"a: b: c\n", b"'unterminated\n", b"a: \x07\n",
+         b"\xef\xbb\xbfname: bom\n", "name: caf\u00e9\n".encode("utf-16"), b"1: 2\nnull: 3\n",
+         b"peers: {count: 4}\nprotocol: {name: gossip}\nprotocol: {name: moshpit}\n")
+    )  # fmt: skip
+    depth = st.integers(33, 3000)
+    deep = st.one_of(
+        depth.map(lambda d: b"a: " + b"[" * d + b"]" * d + b"\n"),
+        depth.map(lambda d: b"a: " + b"{b: " * d + b"1" + b"}" * d + b"\n"),
+    )
+    return st.one_of(
+        scalar_docs,
+        st.binary(min_size=1, max_size=300),
+        st.text(min_size=1, max_size=200).map(
+            lambda t: ("name: " + t).encode("latin-1", "replace")
+        ),
+        st.binary(min_size=1, max_size=40).map(lambda b: b"name: x\npeers: " + b + b"\xff\n"),
+        alias_bombs(),
+        deep,
+    )
+
+
+@st.composite
+def alias_bombs(draw: st.DrawFn) -> bytes:
+    """A "billion laughs" YAML document: ``levels`` anchors, each a list of ``fan`` aliases
+    of the previous one (fan**levels values once expanded)."""
+    fan = draw(st.integers(4, 12))
+    levels = draw(st.integers(5, 12))
+    lines = ['a0: &a0 ["lol"]']
+    for k in range(1, levels + 1):
+        lines.append(f"a{k}: &a{k} [" + ", ".join([f"*a{k - 1}"] * fan) + "]")
+    if draw(st.booleans()):  # hide it inside a scenario
+        lines = ["name: bomb", "protocol: {name: gossip}", "peers:", "  x:"] + [
+            "    " + line for line in lines
+        ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def broken_traces() -> st.SearchStrategy[bytes]:
+    """Churn trace CSVs, mostly broken: random rows of numbers and junk, bad headers,
+    binary and non-UTF-8 bytes."""
+    cell = st.one_of(
+        st.integers(-3, 12).map(str),
+        st.sampled_from(("", "nan", "inf", "-inf", "1e400", "x", "0.5", "1e3", " 2", "3 ")),
+    )
+    row = st.lists(cell, min_size=0, max_size=5).map(",".join)
+    header = st.sampled_from(("peer,down_s,up_s", "peer,down,up", "", "peer;down_s;up_s",
+                              "peer,down_s,up_s,extra", "\ufeffpeer,down_s,up_s"))  # fmt: skip
+    text = st.builds(
+        lambda h, rows: "\n".join([h, *rows]) + "\n", header, st.lists(row, max_size=8)
+    )
+    return st.one_of(
+        text.map(str.encode), st.binary(max_size=200), text.map(lambda t: t.encode() + b"\xff")
+    )
+
+
+def broken_edge_lists() -> st.SearchStrategy[bytes]:
+    """Edge-list files, mostly broken: lines of 0 to 3 fields of numbers and junk."""
+    field = st.one_of(
+        st.integers(-2, 12).map(str), st.sampled_from(("x", "1.5", "1e3", "#", "0x1", "\u0663"))
+    )
+    line = st.lists(field, max_size=3).map(" ".join)
+    text = st.lists(line, max_size=8).map(lambda lines: "\n".join(lines) + "\n")
+    return st.one_of(text.map(str.encode), st.binary(max_size=200))
+
+
+@st.composite
+def broken_npy(draw: st.DrawFn, shape: tuple[int, int]) -> bytes:
+    """A ``vector.init: file`` payload for ``shape``, mostly broken: another shape, NaN or
+    inf, complex, bool or object dtype, too large for float16, a ``.npz``, text, empty,
+    truncated."""
+    import io
+
+    kind = draw(st.sampled_from(("shape", "nan", "inf", "complex", "bool", "int", "huge",
+                                 "npz", "text", "empty", "truncated", "1d", "object")))  # fmt: skip
+    n, dim = shape
+    array: np.ndarray = np.ones(shape)
+    if kind == "shape":
+        other = draw(st.tuples(st.integers(0, n + 2), st.integers(0, dim + 2)))
+        array = np.ones(other if other != shape else (n + 1, dim))
+    elif kind in ("nan", "inf"):
+        array[draw(st.integers(0, n - 1)), draw(st.integers(0, dim - 1))] = float(kind)
+    elif kind == "complex":
+        array = array.astype(complex)
+    elif kind in ("bool", "int"):
+        array = array.astype(kind)
+    elif kind == "huge":
+        array *= 1e300
+    elif kind == "1d":
+        array = np.ones(n * dim)
+    buffer = io.BytesIO()
+    if kind == "npz":
+        np.savez(buffer, x=array)
+    elif kind == "object":
+        np.save(buffer, np.array([[None] * dim] * n, dtype=object), allow_pickle=True)
+    else:
+        np.save(buffer, array)
+    data = buffer.getvalue()
+    if kind == "text":
+        return b"0 1 2\n3 4 5\n"
+    if kind == "empty":
+        return b""
+    if kind == "truncated":
+        return data[: draw(st.integers(1, len(data) - 1))]
+    return data

@@ -10,6 +10,7 @@ naming ``churn.file``, the file, its line number (the header is line 1) and the 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,19 +66,29 @@ def load_trace(path: str | Path, n_peers: int) -> Trace:
 
 def _read(path: Path) -> pd.DataFrame:
     try:
-        frame = pd.read_csv(
-            path,
-            dtype=str,
-            keep_default_na=False,
-            skip_blank_lines=False,
-            skipinitialspace=True,
-            index_col=False,
-        )
+        with warnings.catch_warnings():
+            # a first row longer than the header is a warning (and dropped data): an error
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(
+                path,
+                dtype=str,
+                keep_default_na=False,
+                skip_blank_lines=False,
+                skipinitialspace=True,
+                index_col=False,
+            )
     except OSError as exc:
         raise TraceError(path, None, "a readable CSV file", exc.strerror or repr(exc)) from None
     except pd.errors.EmptyDataError:
         raise TraceError(path, None, "a header peer,down_s,up_s", "an empty file") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+    except pd.errors.ParserWarning:
+        raise TraceError(
+            path, None, "rows peer,down_s,up_s", "a row longer than the header"
+        ) from None
+    except UnicodeDecodeError as exc:
+        got = f"a byte 0x{exc.object[exc.start]:02x} that is not UTF-8"
+        raise TraceError(path, None, "UTF-8 text", got) from None
+    except (pd.errors.ParserError, ValueError) as exc:
         message = " ".join(str(exc).split())
         raise TraceError(path, None, "rows peer,down_s,up_s", message) from None
     header = tuple(str(column).strip() for column in frame.columns)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -46,17 +47,61 @@ ForceOption = Annotated[
 
 @contextlib.contextmanager
 def user_errors(interrupted: str = "interrupted") -> Iterator[None]:
-    """Turn errors in user input (AvsimError, unreadable files, bad YAML) into exit 2."""
+    """Turn errors in user input (AvsimError, unreadable files, bad YAML) into exit 2,
+    an interrupt into ``interrupted`` and exit 128 + the signal (130 for Ctrl-C), an out
+    of memory into ``out of memory while …`` and exit 2 (see :func:`doing`), and
+    warnings into one ``warning:`` line each."""
     try:
-        yield
-    except KeyboardInterrupt:
-        fail(interrupted, 130)
+        with one_line_warnings():
+            yield
+    except KeyboardInterrupt as exc:
+        code = getattr(exc, "exit_code", 130)  # sim.cli.signals.Interrupted: 128 + signal
+        if getattr(exc, "reported", False):  # its handler wrote the line already
+            raise typer.Exit(code) from None
+        if hasattr(exc, "signum"):  # name the signal: "interrupted by SIGTERM; …"
+            interrupted = interrupted.replace("interrupted", f"interrupted by {exc}", 1)
+        fail(interrupted, code)
+    except MemoryError as exc:
+        fail(f"out of memory while {out_of_memory_while(exc)}")
     except AvsimError as exc:
         fail(str(exc))
     except yaml.YAMLError as exc:
         fail(f"malformed YAML: {exc}")
     except OSError as exc:
         fail(os_message(exc))
+
+
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Inside the block every warning is one ``warning: <message>`` line on stderr."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        yield
+
+
+def _show_warning(message: Warning | str, *args: Any, **kwargs: Any) -> None:
+    line = " ".join(str(message).split())
+    sys.stderr.write(f"warning: {line}\n")
+    sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def doing(what: str) -> Iterator[None]:
+    """Label a ``MemoryError`` raised in the block with ``what`` (``writing results``)."""
+    try:
+        yield
+    except MemoryError as exc:
+        if not getattr(exc, "doing", None):
+            exc.doing = what  # type: ignore[attr-defined]
+        raise
+
+
+def out_of_memory_while(exc: MemoryError) -> str:
+    """What the command was doing when memory ran out: the :func:`doing` label, else
+    the run's phase from the traceback (:func:`sim.resources.out_of_memory_while`)."""
+    from sim.resources import out_of_memory_while as phase
+
+    return getattr(exc, "doing", None) or phase(exc)
 
 
 class DelayedProgress:

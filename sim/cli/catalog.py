@@ -1,4 +1,4 @@
-"""``avsim list`` and ``avsim schema``: the protocols and the scenario format."""
+"""``avsim list`` and ``avsim schema``: the protocols, the scenario and sweep formats."""
 
 from __future__ import annotations
 
@@ -23,11 +23,36 @@ def list_protocols() -> None:
 
 
 @app.command()
-def schema() -> None:
-    """Print the JSON Schema of the scenario format (for editors)."""
+def schema(
+    sweep: Annotated[
+        bool, typer.Option("--sweep", help="The sweep file format instead of the scenario's.")
+    ] = False,
+) -> None:
+    """Print the JSON Schema of the scenario format, or with --sweep of the sweep format
+    (for editors)."""
     from sim.scenario import json_schema
 
-    typer.echo(json.dumps(json_schema(), indent=2))
+    typer.echo(json.dumps(sweep_schema() if sweep else json_schema(), indent=2))
+
+
+def sweep_schema() -> dict[str, Any]:
+    """The sweep file's JSON Schema, its inline ``scenario`` checked as a scenario.
+
+    The scenario format sits under ``$defs/Scenario`` without its required keys: a sweep's
+    base may leave to the cases what every case sets (e.g. ``protocol``).
+    """
+    from sim.scenario import json_schema
+    from sim.sweeps.spec import json_schema as sweep_json_schema
+
+    result = sweep_json_schema()
+    scenario = json_schema()
+    defs = {**scenario.pop("$defs", {}), **result.get("$defs", {})}
+    scenario.pop("required", None)
+    defs["Scenario"] = scenario
+    inline = result["properties"]["scenario"]
+    inline["anyOf"] = [{"$ref": "#/$defs/Scenario"}, {"type": "null"}]
+    result["$defs"] = defs
+    return result
 
 
 def _param_lines(params: Any) -> list[str]:

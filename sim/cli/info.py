@@ -1,30 +1,134 @@
-"""``avsim info``: what a scenario resolves to, without running it."""
+"""``avsim info``: what a scenario resolves to, without running it.
+
+Prints the run's setting, one table per peer class (count, then median, min and max of
+each per-peer value in human units: ``Mbit/s``, ``ms``), the churn model with the mean
+fraction of peers it keeps absent, and the protocol's derived constants (its
+``describe()``: e.g. Moshpit's grid, A²CiD²'s chi1, chi2, eta, alpha_tilde).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from sim.cli.app import ScenarioArg, SetOption, app, cell, stdout, user_errors
+from sim.units import format_bandwidth, format_duration
+
+#: Per-peer columns shown, with their label and formatter.
+PEER_VALUES: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("upload_bytes_per_s", "upload", format_bandwidth),
+    ("download_bytes_per_s", "download", format_bandwidth),
+    ("latency_s", "latency", format_duration),
+    ("compute", "compute", lambda value: cell(value)),
+    ("delay_s", "delay", format_duration),
+)
+KEY_WIDTH = 22
 
 
 @app.command()
 def info(scenario: ScenarioArg, set_: SetOption = None) -> None:
-    """Show what a scenario resolves to: peers, protocol and its derived constants
-    (e.g. A²CiD²'s chi1, chi2, eta, alpha_tilde), without running it."""
+    """Show what a scenario resolves to without running it: per-class peer tables, the
+    expected churn, and the protocol's derived constants (e.g. Moshpit's grid, A²CiD²'s
+    chi1, chi2, eta, alpha_tilde)."""
     from sim.engine import Run
     from sim.scenario import load_scenario, parse_set_options
 
     with user_errors():
         sc = load_scenario(scenario, parse_set_options(set_))
         built = Run(sc, sc.seed)
+        absent = _expected_absent(sc, built.peers)
+        constants = built.protocol.describe()
     peers = built.peers
-    rows: dict[str, Any] = {
-        "clock": sc.clock,
-        "peers": sc.peers.count,
-        "upload median (bytes/s)": float(peers["upload_bytes_per_s"].median()),
-        "latency median (s)": float(peers["latency_s"].median()),
-        "protocol": sc.protocol.name,
-        **built.protocol.describe(),
-    }
-    for key, value in rows.items():
-        stdout.print(f"{key:<28} {cell(value)}", soft_wrap=True)
+    names = [c.name for c in sc.peers.classes or []]
+    _rows({"scenario": sc.name, "clock": sc.clock, "peers": _peer_count(sc, peers),
+           "vector": f"{sc.vector.dim} × {sc.vector.dtype}", "seed": sc.seed})  # fmt: skip
+    for index in sorted(int(k) for k in peers["class"].unique()):
+        rows = peers[peers["class"] == index]
+        name = names[index] if index < len(names) else None
+        _class_table(_class_title(index, name, len(names), len(rows)), rows)
+    churn = sc.churn.model_dump(by_alias=True, exclude_none=True)
+    _rows({"churn": _churn_text(churn, sc.clock), "expected absent": f"{absent:.3g} of the peers "
+           f"({absent:.1%}, time average)"}, title="churn")  # fmt: skip
+    _rows({"protocol": sc.protocol.name, **constants}, title="protocol")
+
+
+def _expected_absent(sc: Any, peers: pd.DataFrame) -> float:
+    """The churn model's mean absent fraction over the initial peers."""
+    initial = peers["class"].to_numpy()[: sc.peers.count]
+    names = [c.name for c in sc.peers.classes or []]
+    horizon = sc.stop.max_time if sc.clock == "network" else sc.stop.max_rounds
+    return float(sc.churn.expected_absent_fraction(initial, names, horizon))
+
+
+def _peer_count(sc: Any, peers: pd.DataFrame) -> str:
+    joining = len(peers) - sc.peers.count
+    text = f"{sc.peers.count}"
+    if sc.peers.classes:
+        text += f" in {len(sc.peers.classes)} classes"
+    return text + (f" (+{joining} joining during the run)" if joining else "")
+
+
+def _class_title(index: int, name: str | None, classes: int, count: int) -> str:
+    if classes == 0:
+        return f"peers: {count}"
+    return f"class {index}" + (f" ({name})" if name else "") + f": {count} peers"
+
+
+def _class_table(title: str, rows: pd.DataFrame) -> None:
+    """Median, min and max of each per-peer value of one class, in human units."""
+    lines = [["", "median", "min", "max"]]
+    for column, label, show in PEER_VALUES:
+        values = rows[column].to_numpy(dtype=float)
+        stats = (np.median(values), values.min(), values.max())
+        lines.append([label, *(show(float(v)) for v in stats)])
+    if rows["client"].any():
+        lines.append(["client", "yes", "", ""])
+    _print_block(title, _aligned(lines))
+
+
+def _churn_text(churn: dict[str, Any], clock: str) -> str:
+    """``waves: rate=0.2/s, fraction=0.1, duration=20 s, class=spot, rejoin=fetch``
+    (times in rounds on the rounds clock)."""
+    model = churn.pop("model", "none")
+    churn["rejoin"] = churn.pop("rejoin", "keep")  # last
+    if model == "none" and list(churn) == ["rejoin"] and churn["rejoin"] == "keep":
+        return "none"
+    shown = [f"{key}={_churn_value(key, value, clock)}" for key, value in churn.items()]
+    return f"{model}: " + ", ".join(shown)
+
+
+def _churn_value(key: str, value: Any, clock: str) -> str:
+    """Durations and rates with their unit: seconds on the network clock, else rounds."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_churn_value(k, v, clock)}" for k, v in value.items()) + "}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if key in ("duration", "mtbf", "mttr", "period"):
+        return format_duration(float(value)) if clock == "network" else f"{value:g} rounds"
+    if key == "rate":
+        return f"{value:g}/s" if clock == "network" else f"{value:g}/round"
+    return cell(value)
+
+
+def _rows(rows: dict[str, Any], title: str | None = None) -> None:
+    lines = [[key, cell(value)] for key, value in rows.items()]
+    _print_block(title, _aligned(lines, width=KEY_WIDTH))
+
+
+def _aligned(lines: Sequence[Sequence[str]], width: int | None = None) -> list[str]:
+    """Columns padded to their widest cell (the first to at least ``width``)."""
+    widths = [max(len(str(line[k])) for line in lines) for k in range(len(lines[0]))]
+    if width is not None:
+        widths[0] = max(widths[0], width)
+    return ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+            for line in lines]  # fmt: skip
+
+
+def _print_block(title: str | None, lines: Sequence[str]) -> None:
+    if title:
+        stdout.print(f"\n{title}", soft_wrap=True, markup=False)
+    for line in lines:
+        stdout.print(f"  {line}" if title else line, soft_wrap=True, markup=False)

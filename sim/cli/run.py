@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,57 +17,104 @@ from sim.cli.app import (
     SetOption,
     app,
     cell,
+    doing,
+    fail,
     print_table,
     stdout,
     user_errors,
 )
+from sim.cli.signals import Interrupted, Stop, engine_supports_interrupt, interruptible
 
 MAX_SEED_COLUMNS = 4
 SUMMARY_COLUMNS = (
     "seed", "rounds", "sim_time_s", "final_var", "rounds_to_target", "time_to_target_s",
-    "bytes_sent", "wall_time_s",
+    "bytes_sent", "wall_time_s", "stop_reason",
 )  # fmt: skip
+#: Summary fields that are words, not numbers (shown as they are, counted over runs).
+TEXT_COLUMNS = ("stop_reason",)
 
 
 @app.command()
 def run(
     scenario: ScenarioArg,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Result folder [default: results/<name>/].")
+        Path | None,
+        typer.Option("--out", "-o", help="Result folder.", show_default="results/<name>/"),
     ] = None,
     seed: Annotated[
-        int | None, typer.Option(min=0, help="Seed of the first repeat [default: the scenario's].")
+        int | None,
+        typer.Option(
+            min=0, max=2**53, help="Seed of the first repeat.", show_default="the scenario's seed"
+        ),
     ] = None,
     repeats: Annotated[
-        int | None, typer.Option(min=1, help="Runs, with seeds seed, seed+1, ...")
+        int | None,
+        typer.Option(
+            min=1,
+            max=10_000,
+            help="Runs (seeds seed, seed+1, …).",
+            show_default="the scenario's repeats",
+        ),
     ] = None,
     set_: SetOption = None,
     force: ForceOption = False,
+    max_memory: Annotated[
+        str | None,
+        typer.Option(
+            "--max-memory",
+            help="Refuse runs estimated to need more (e.g. 32GiB; 'none': no limit).",
+            show_default="the memory available",
+        ),
+    ] = None,
 ) -> None:
-    """Run a scenario and write its result folder."""
+    """Run a scenario and write its result folder.
+
+    SIGINT (Ctrl-C) or SIGTERM stops the run in progress at its next measurement and
+    writes a complete folder of the runs so far (the last with stop_reason interrupted);
+    a second signal aborts at once and writes nothing.
+    """
+    from sim.resources import memory_limit
     from sim.results import check_folder, write_result
     from sim.scenario import load_scenario, parse_set_options
 
-    with user_errors():
+    with (
+        user_errors("interrupted; no result folder written"),
+        memory_limit(max_memory),
+        interruptible(engine_supports_interrupt()) as stop,
+    ):
         sc = load_scenario(scenario, parse_set_options(set_))
         folder = out if out is not None else Path("results") / sc.name
         check_folder(folder, force)
-        results = _run_repeats(sc, sc.seed if seed is None else seed, repeats or sc.repeats)
-        write_result(results, folder, force=force)
+        total = repeats or sc.repeats
+        results = _run_repeats(sc, sc.seed if seed is None else seed, total, stop)
+        if not results:
+            raise Interrupted(stop.signum or signal.SIGINT)
+        with doing(f"writing {folder}/"):
+            write_result(results, folder, force=force)
     _print_runs([r.summary for r in results])
-    stdout.print(
-        f"wrote {folder}/ ({', '.join(sorted(p.name for p in folder.iterdir()))})", soft_wrap=True
-    )
+    _warn_nan([r.summary for r in results])
+    files = ", ".join(sorted(p.name for p in folder.iterdir()))
+    if stop.requested:
+        what = f"{len(results)} of {total} runs"
+        if results[-1].summary.get("stop_reason") == "interrupted":
+            what += ", the last stopped early (stop_reason interrupted)"
+        fail(f"interrupted by {stop.name}; wrote {folder}/ with {what}", stop.exit_code)
+    stdout.print(f"wrote {folder}/ ({files})", soft_wrap=True)
 
 
-def _run_repeats(sc: Any, first_seed: int, repeats: int) -> list[Any]:
+def _run_repeats(sc: Any, first_seed: int, repeats: int, stop: Stop) -> list[Any]:
+    """The runs, in seed order; after a first signal the run in progress ends early
+    and no other starts."""
     from sim import run as run_scenario
 
+    options: dict[str, Any] = {"interrupt": stop.event} if stop.graceful else {}
     results = []
     with DelayedProgress(f"{sc.name}", repeats) as bar:
         for k in range(repeats):
+            if stop.requested:
+                break
             progress = functools.partial(bar.update, offset=k)
-            results.append(run_scenario(sc, seed=first_seed + k, progress=progress))
+            results.append(run_scenario(sc, seed=first_seed + k, progress=progress, **options))
             bar.update(1.0, offset=k)
     return results
 
@@ -85,9 +133,27 @@ def _print_runs(summaries: Sequence[dict[str, Any]]) -> None:
     rows = []
     for field in fields:
         values = pd.Series([s.get(field) for s in summaries], dtype=object)
+        if field in TEXT_COLUMNS:
+            counts = values.astype(str).value_counts()
+            listing = ", ".join(f"{name} ×{k}" for name, k in counts.items())
+            cells = [cell(v) for v in values] if few else ["", ""]
+            rows.append([field, *cells, *([listing] if len(summaries) > 1 else [])])
+            continue
         cells = [cell(v) for v in values] if few else _min_max(values)
         rows.append([field, *cells, *([mean_cell(values)] if len(summaries) > 1 else [])])
     print_table(headers, rows)
+
+
+def _warn_nan(summaries: Sequence[dict[str, Any]]) -> None:
+    """One ``warning:`` line per run stopped by a NaN or inf (stderr)."""
+    import sys
+
+    from sim.summary import nan_warning
+
+    for summary in summaries:
+        text = nan_warning(summary)
+        if text:
+            sys.stderr.write(f"warning: {text}\n")
 
 
 def _min_max(values: Any) -> list[str]:

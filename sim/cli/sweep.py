@@ -2,25 +2,40 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from sim.cli.app import DelayedProgress, ForceOption, app, print_table, stdout, user_errors
+from sim.cli.app import (
+    DelayedProgress,
+    ForceOption,
+    SetOption,
+    app,
+    print_table,
+    stdout,
+    user_errors,
+)
+from sim.cli.signals import interruptible
 
 
 @app.command()
 def sweep(
     sweep_file: Annotated[Path, typer.Argument(metavar="SWEEP", help="Sweep YAML file.")],
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Sweep folder [default: results/<name>/].")
+        Path | None,
+        typer.Option("--out", "-o", help="Sweep folder.", show_default="results/<name>/"),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Worker processes [default: one per CPU].")
+        int | None, typer.Option(min=1, help="Worker processes.", show_default="one per CPU")
     ] = None,
     scheduler: Annotated[
-        str | None, typer.Option(help="Dask scheduler address, or 'local' for a LocalCluster.")
+        str | None,
+        typer.Option(
+            help="Dask scheduler address, or 'local' for a LocalCluster.",
+            show_default="none: local processes",
+        ),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Skip the runs a partial sweep already did.")
@@ -28,16 +43,36 @@ def sweep(
     keep_runs: Annotated[
         bool, typer.Option("--keep-runs", help="Also keep one result folder per run.")
     ] = False,
+    set_: SetOption = None,
+    repeats: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Runs per case and grid cell.", show_default="the sweep's repeats"
+        ),
+    ] = None,
     force: ForceOption = False,
 ) -> None:
-    """Run a sweep (cases x grid x repeats) and tabulate it."""
+    """Run a sweep (cases x grid x repeats) and tabulate it.
+
+    --set applies to every run, after its case and before its grid values; a key the grid
+    sweeps is an error.
+    """
+    from sim.scenario import parse_set_options
     from sim.sweeps import load_sweep
     from sim.sweeps import sweep as run_sweep
 
-    with user_errors("interrupted; run it again with --resume to continue"):
+    interrupted = "interrupted; run it again with --resume to continue"
+    with user_errors(interrupted), interruptible(False, True, interrupted):  # SIGTERM: Ctrl-C
+        overrides = parse_set_options(set_)
         spec = load_sweep(sweep_file)
+        folder = out if out is not None else Path("results") / spec.spec.name
         with DelayedProgress(f"sweep {spec.spec.name}", 1) as bar:
-            result = run_sweep(spec, out, workers, scheduler, resume, keep_runs, force, bar.count)
-    print_table(*result.table, title=spec.spec.name)
-    files = sorted(p.name for p in result.out_dir.iterdir())
-    stdout.print(f"wrote {result.out_dir}/ ({', '.join(files)})", soft_wrap=True)
+            result = run_sweep(spec, folder, workers, scheduler, resume, keep_runs, force,
+                               bar.count, overrides=overrides, repeats=repeats)  # fmt: skip
+    if stdout.is_terminal:
+        print_table(*result.table, title=spec.spec.name)
+    else:  # a pipe or a file: the Markdown table, cells unwrapped
+        sys.stdout.write(result.markdown)
+        sys.stdout.flush()
+    files = sorted(p.name for p in folder.iterdir())
+    stdout.print(f"wrote {folder}/ ({', '.join(files)})", soft_wrap=True)

@@ -1,6 +1,8 @@
 """The scenario format: models, loading, overrides and the JSON Schema."""
 
 from sim.scenario.loader import (
+    Replace,
+    SweepFileError,
     apply_overrides,
     json_schema,
     load_scenario,
@@ -11,7 +13,9 @@ from sim.scenario.loader import (
 from sim.scenario.models import Scenario
 
 __all__ = [
+    "Replace",
     "Scenario",
+    "SweepFileError",
     "apply_overrides",
     "json_schema",
     "load_scenario",

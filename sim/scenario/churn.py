@@ -3,7 +3,9 @@
 Times are in seconds on the network clock and in rounds on the rounds clock (one round
 is one unit of simulated time). Every model shares ``rejoin`` (``keep``, ``reset`` or
 ``fetch``: what a peer brings back). The meaning of each model is in ``network.md``;
-the schedule each one generates is in :mod:`sim.churn.schedule`.
+the schedule each one generates is in :mod:`sim.churn.schedule`. Rates may be written
+with a unit (``3/min``, ``2/h``: :func:`sim.units.parse_rate`), fractions and ``p`` as
+percentages (``30%``).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from pydantic import (
     field_validator,
 )
 
+from sim import units
 from sim.errors import ScenarioError
-from sim.scenario.fields import Duration
+from sim.scenario.fields import Duration, Fraction, Rate
 
 #: ``bernoulli``'s period when the scenario gives none: one second (one round).
 DEFAULT_PERIOD_S = 1.0
@@ -51,7 +54,7 @@ class PopulationChange(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     count: int = Field(ge=0)
-    rate: float
+    rate: Rate = Field(gt=0, le=units.MAX_RATE, allow_inf_nan=False)
 
     @field_validator("rate")
     @classmethod
@@ -73,10 +76,39 @@ class ChurnBase(BaseModel):
         """How many peers join during the run (they exist only from their join time)."""
         return self.joins.count if self.joins is not None else 0
 
+    def expected_absent_fraction(
+        self,
+        peer_classes: np.ndarray,
+        class_names: Sequence[str | None] = (),
+        horizon_s: float | None = None,
+    ) -> float:
+        """Mean fraction of the peers absent at a random instant, in the stationary
+        regime (``avsim info``); 0 here (no absences). Joins and leaves are not absences.
+
+        Parameters
+        ----------
+        peer_classes
+            (N,) int: each peer's index into ``peers.classes`` (N: the initial peers).
+        class_names
+            The ``name`` of each class of ``peers.classes``.
+        horizon_s
+            Length of the run (seconds, rounds on the rounds clock) when known: a trace
+            is averaged over it.
+        """
+        return 0.0
+
 
 def _positive(value: float, what: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"expected {what} > 0 (and finite), got {value!r}")
+    return value
+
+
+def _churn_period(value: float) -> float:
+    """A redraw period or a mean up/down time: finite and at least ``units.MIN_PERIOD_S``
+    (shorter ones make more churn events than any run can replay)."""
+    if not (value >= units.MIN_PERIOD_S and math.isfinite(value)):
+        raise ValueError(f"expected a duration > 0 (at least 1 us, and finite), got {value!r}")
     return value
 
 
@@ -95,18 +127,27 @@ class BernoulliChurn(ChurnBase):
     """
 
     model: Literal["bernoulli"]
-    p: float = Field(default=0.0, ge=0.0, le=1.0)
+    p: Fraction = Field(default=0.0, ge=0.0, le=1.0)
     period: Duration | None = None
 
     @field_validator("period")
     @classmethod
     def _period_positive(cls, value: float | None) -> float | None:
-        return None if value is None else _positive(value, "a duration")
+        return None if value is None else _churn_period(value)
 
     @property
     def period_s(self) -> float:
         """The redraw period in seconds (rounds), default filled in."""
         return DEFAULT_PERIOD_S if self.period is None else self.period
+
+    def expected_absent_fraction(
+        self,
+        peer_classes: np.ndarray,
+        class_names: Sequence[str | None] = (),
+        horizon_s: float | None = None,
+    ) -> float:
+        """``p``: each peer is absent with probability p at every draw."""
+        return self.p
 
 
 class ExponentialChurn(ChurnBase):
@@ -123,7 +164,16 @@ class ExponentialChurn(ChurnBase):
     @field_validator("mtbf", "mttr")
     @classmethod
     def _durations_positive(cls, value: float) -> float:
-        return _positive(value, "a duration")
+        return _churn_period(value)
+
+    def expected_absent_fraction(
+        self,
+        peer_classes: np.ndarray,
+        class_names: Sequence[str | None] = (),
+        horizon_s: float | None = None,
+    ) -> float:
+        """``mttr / (mtbf + mttr)``, the stationary probability of being down."""
+        return self.mttr / (self.mtbf + self.mttr)
 
 
 class WavesChurn(ChurnBase):
@@ -139,8 +189,8 @@ class WavesChurn(ChurnBase):
     model_config = ConfigDict(serialize_by_alias=True)
 
     model: Literal["waves"]
-    rate: float = Field(gt=0, allow_inf_nan=False)
-    fraction: float = Field(gt=0, le=1)
+    rate: Rate = Field(gt=0, le=units.MAX_RATE, allow_inf_nan=False)
+    fraction: Fraction = Field(gt=0, le=1)
     duration: Duration
     peer_class: ClassSelector | None = Field(default=None, alias="class")
 
@@ -148,6 +198,23 @@ class WavesChurn(ChurnBase):
     @classmethod
     def _duration_positive(cls, value: float) -> float:
         return _positive(value, "a duration")
+
+    def expected_absent_fraction(
+        self,
+        peer_classes: np.ndarray,
+        class_names: Sequence[str | None] = (),
+        horizon_s: float | None = None,
+    ) -> float:
+        """A wave hits a given eligible peer with probability k/E (k peers of the E
+        eligible), so the hits on it are Poisson of rate ``rate`` · k/E and it is down
+        when hit within the last ``duration``: 1 − exp(−rate · duration · k/E), times
+        the eligible share E/N of the peers."""
+        n = len(peer_classes)
+        eligible = self.targets(n, peer_classes, class_names).size
+        if n == 0 or eligible == 0:
+            return 0.0
+        hit = max(1, math.floor(self.fraction * eligible + 0.5)) / eligible
+        return -math.expm1(-self.rate * self.duration * hit) * eligible / n
 
     def targets(
         self,
@@ -176,6 +243,25 @@ class TraceChurn(ChurnBase):
 
     model: Literal["trace"]
     file: str = Field(min_length=1)
+
+    def expected_absent_fraction(
+        self,
+        peer_classes: np.ndarray,
+        class_names: Sequence[str | None] = (),
+        horizon_s: float | None = None,
+    ) -> float:
+        """Absent peer-time over ``[0, horizon_s)`` (default: until the trace's last
+        finite time) divided by N × that span; reads and checks the file."""
+        from sim.churn.trace import load_trace
+
+        n = len(peer_classes)
+        trace = load_trace(self.file, n)
+        times = np.concatenate([trace.down_s, trace.up_s[np.isfinite(trace.up_s)]])
+        end = horizon_s if horizon_s is not None else float(times.max(initial=0.0))
+        if n == 0 or not end > 0 or not math.isfinite(end):
+            return 0.0
+        absent = np.clip(np.minimum(trace.up_s, end) - trace.down_s, 0.0, None)
+        return float(absent.sum() / (n * end))
 
 
 Churn = Annotated[

@@ -11,11 +11,36 @@ from sim.errors import ScenarioError
 _STRIP = ("Value error, ", "Input should be ", "Assertion failed, ")
 
 
+class InnerKeyError(ValueError):
+    """Raised by a field validator about a key *inside* the value it validates (e.g.
+    ``median`` of a distribution), so that the error names that innermost key.
+
+    Parameters
+    ----------
+    key
+        Dotted key relative to the field, e.g. ``median`` or ``values.2``.
+    got, expected
+        As for :class:`ScenarioError`; ``known`` (the keys allowed there) makes it an
+        unknown-key error.
+    """
+
+    def __init__(self, key: str, got: Any, expected: str, known: list[str] | None = None) -> None:
+        self.key, self.got, self.expected, self.known = key, got, expected, known
+        text = "unknown key" if known is not None else f"expected {expected}, got {got!r}"
+        super().__init__(f"{key}: {text}")
+
+
 def from_validation_error(exc: ValidationError, data: dict[str, Any]) -> ScenarioError:
     """The first error of ``exc`` as a ScenarioError (key, got, expected)."""
     error = exc.errors(include_url=False)[0]
     loc = [str(part) for part in error["loc"]]
     kind = error["type"]
+    inner = error.get("ctx", {}).get("error")
+    if isinstance(inner, InnerKeyError):
+        key = f"{_dotted(loc, data)}.{inner.key}" if loc else inner.key
+        if inner.known is not None:
+            return UnknownKey(key, inner.got, inner.known)
+        return ScenarioError(key, inner.got, inner.expected)
     if kind == "union_tag_invalid":
         tag = error["ctx"]["discriminator"].strip("'")
         known = error["ctx"]["expected_tags"].replace("'", "")
@@ -91,7 +116,32 @@ def _flatten(annotation: Any) -> list[Any]:
     return [annotation] if not args else [a for arg in args for a in _flatten(arg)]
 
 
+def _plural(count: object, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+#: What pydantic's terse messages expect, in words, by error type.
+_BY_TYPE: dict[str, Any] = {
+    "string_pattern_mismatch": lambda ctx: f"a string matching {ctx['pattern']}",
+    "string_too_short": lambda ctx: (
+        f"a string of at least {_plural(ctx['min_length'], 'character')}"
+    ),
+    "string_too_long": lambda ctx: f"a string of at most {_plural(ctx['max_length'], 'character')}",
+    "too_short": lambda ctx: f"at least {_plural(ctx['min_length'], 'item')}",
+    "too_long": lambda ctx: f"at most {_plural(ctx['max_length'], 'item')}",
+    "int_parsing_size": lambda ctx: (
+        "an integer of a size that can be stored (this one is too large)"
+    ),
+    "int_from_float": lambda ctx: "a whole number",
+    "model_type": lambda ctx: "a mapping",
+    "model_attributes_type": lambda ctx: "a mapping",
+    "dict_type": lambda ctx: "a mapping",
+}
+
+
 def _expected(error: Any) -> str:
+    if error["type"] in _BY_TYPE:
+        return str(_BY_TYPE[error["type"]](error.get("ctx", {})))
     message = str(error["msg"])
     for prefix in _STRIP:
         if message.startswith(prefix):

@@ -6,14 +6,16 @@ naming what was expected, and exports a JSON Schema that accepts the unit string
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
+from pydantic import BeforeValidator, PlainSerializer, PlainValidator, WithJsonSchema
 
 from sim import units
+from sim.scenario.errors import InnerKeyError
 
 _QUANTITY_SCHEMA: dict[str, Any] = {"anyOf": [{"type": "number"}, {"type": "string"}]}
 
@@ -33,6 +35,11 @@ def _format_number(value: float) -> float | str:
 Bandwidth = Annotated[float, *_quantity(units.parse_bandwidth)]
 Duration = Annotated[float, *_quantity(units.parse_duration)]
 Size = Annotated[float, *_quantity(units.parse_size)]
+#: Events per second (per round on the rounds clock): a number or ``3/min``; the field
+#: adds its bounds (``Field(gt=0, allow_inf_nan=False)``).
+Rate = Annotated[float, BeforeValidator(units.rate_value), WithJsonSchema(_QUANTITY_SCHEMA)]
+#: A fraction or probability: a number or ``30%``; the field adds its bounds.
+Fraction = Annotated[float, BeforeValidator(units.fraction_value), WithJsonSchema(_QUANTITY_SCHEMA)]
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,9 @@ _DIST_KEYS = {
     "uniform": ({"low", "high"}, {"low", "high"}),
     "choice": ({"values", "weights"}, set()),
 }
+#: Largest lognormal ``sigma``: one standard deviation is then e^10 ≈ 22 000 × the median,
+#: and draws stay far from float overflow.
+MAX_SIGMA = 10.0
 
 
 def _peer_dist(parser: Callable[[object], float], expected: str) -> Callable[[object], PeerDist]:
@@ -82,30 +92,34 @@ def _peer_dist(parser: Callable[[object], float], expected: str) -> Callable[[ob
     return validate
 
 
-def _parse(parser: Callable[[object], float], value: object, expected: str) -> float:
+def _parse(
+    parser: Callable[[object], float], value: object, expected: str, key: str | None = None
+) -> float:
+    """``parser(value)``; a refusal names ``key`` inside the distribution (when given)."""
     try:
         return parser(value)
     except ValueError:
+        if key is not None:
+            raise InnerKeyError(key, value, expected) from None
         raise ValueError(f"expected {expected}, got {value!r}") from None
 
 
 def _parse_dist(data: dict[str, Any], parser: Callable[[object], float], expected: str) -> PeerDist:
     kind = data.pop("dist", None)
-    if kind not in _DIST_KEYS:
-        raise ValueError(
-            f"expected a value or {{dist: lognormal | uniform | choice, ...}}, got dist={kind!r}"
-        )
+    if not isinstance(kind, str) or kind not in _DIST_KEYS:
+        raise InnerKeyError("dist", kind, "one of: " + ", ".join(_DIST_KEYS))
     allowed, parsed_keys = _DIST_KEYS[kind]
-    unknown = set(data) - allowed
-    missing = allowed - set(data) - ({"weights"} if kind == "choice" else set())
-    if unknown or missing:
-        raise ValueError(
-            f"expected {kind} keys {sorted(allowed)}, "
-            f"got unknown {sorted(unknown)} / missing {sorted(missing)}"
-        )
-    params: dict[str, Any] = {k: _parse(parser, data[k], expected) for k in parsed_keys}
+    for key in data:
+        if key not in allowed:
+            raise InnerKeyError(str(key), data[key], "", known=["dist", *sorted(allowed)])
+    optional = {"weights"} if kind == "choice" else set()
+    for key in sorted(allowed - set(data) - optional):
+        raise InnerKeyError(key, None, "a value (this key is required)")
+    params: dict[str, Any] = {
+        k: _finite(_parse(parser, data[k], expected, k), data[k], k, expected) for k in parsed_keys
+    }
     if kind == "lognormal":
-        params["sigma"] = _nonneg(data["sigma"], "sigma")
+        params["sigma"] = _nonneg(data["sigma"], "sigma", upper=MAX_SIGMA)
     if kind == "uniform" and params["low"] > params["high"]:
         raise ValueError(f"expected low <= high, got low={data['low']!r}, high={data['high']!r}")
     if kind == "choice":
@@ -113,10 +127,29 @@ def _parse_dist(data: dict[str, Any], parser: Callable[[object], float], expecte
     return PeerDist(kind, tuple(sorted(params.items())))
 
 
-def _nonneg(value: object, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ValueError(f"expected {key} to be a number >= 0, got {value!r}")
-    return float(value)
+def _finite(value: float, raw: object, key: str, expected: str) -> float:
+    if not math.isfinite(value):
+        raise InnerKeyError(key, raw, f"a finite value ({expected})")
+    return value
+
+
+def _nonneg(value: object, key: str, upper: float = math.inf) -> float:
+    number = _finite_number(value)
+    if number is None or not 0 <= number <= upper:
+        bound = "" if upper == math.inf else f" and <= {upper:g}"
+        raise InnerKeyError(key, value, f"a finite number >= 0{bound}")
+    return number
+
+
+def _finite_number(value: object) -> float | None:
+    """``value`` as a finite float, or None (bools, non-numbers, NaN, inf, huge ints)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _parse_choice(
@@ -124,18 +157,20 @@ def _parse_choice(
 ) -> dict[str, Any]:
     values = data["values"]
     if not isinstance(values, list) or not values:
-        raise ValueError(f"expected values to be a non-empty list, got {values!r}")
+        raise InnerKeyError("values", values, "a non-empty list")
     weights = data.get("weights")
     if weights is not None:
         if not isinstance(weights, list) or len(weights) != len(values):
-            raise ValueError(f"expected weights: a list as long as values, got {weights!r}")
-        weights = tuple(_nonneg(w, "each weight") for w in weights)
-        if sum(weights) <= 0:
-            raise ValueError(f"expected weights with a positive sum, got {list(weights)!r}")
-    return {"values": tuple(_parse(parser, v, expected) for v in values), "weights": weights}
+            raise InnerKeyError("weights", weights, f"a list as long as values ({len(values)})")
+        weights = tuple(_nonneg(w, f"weights.{k}") for k, w in enumerate(weights))
+        if not 0 < sum(weights) < math.inf:
+            raise InnerKeyError("weights", list(weights), "weights with a positive, finite sum")
+    parsed = tuple(_parse(parser, v, expected, f"values.{k}") for k, v in enumerate(values))
+    return {"values": parsed, "weights": weights}
 
 
-def _dist_to_plain(value: PeerDist) -> Any:
+def dist_to_plain(value: PeerDist) -> Any:
+    """A per-peer value as a scenario writes it: a number, or ``{dist: ..., ...}``."""
     params = dict(value.params)
     if value.kind == "const":
         return _format_number(params["value"])
@@ -150,37 +185,61 @@ def _dist_to_plain(value: PeerDist) -> Any:
     return out
 
 
+def _dist_schema(kind: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["dist", *required],
+        "properties": {"dist": {"const": kind}, **properties},
+        "additionalProperties": False,
+    }
+
+
 _DIST_SCHEMA: dict[str, Any] = {
     "anyOf": [
         {"type": "number"},
         {"type": "string"},
-        {
-            "type": "object",
-            "required": ["dist"],
-            "properties": {"dist": {"enum": list(_DIST_KEYS)}},
-        },
+        _dist_schema(
+            "lognormal",
+            {
+                "median": _QUANTITY_SCHEMA,
+                "sigma": {"type": "number", "minimum": 0, "maximum": MAX_SIGMA},
+            },
+            ["median", "sigma"],
+        ),
+        _dist_schema(
+            "uniform", {"low": _QUANTITY_SCHEMA, "high": _QUANTITY_SCHEMA}, ["low", "high"]
+        ),
+        _dist_schema(
+            "choice",
+            {
+                "values": {"type": "array", "items": _QUANTITY_SCHEMA, "minItems": 1},
+                "weights": {"type": "array", "items": {"type": "number", "minimum": 0}},
+            },
+            ["values"],
+        ),
     ]
 }
 
 
 def _per_peer(parser: Callable[[object], float], expected: str) -> Any:
-    return Annotated[
-        PeerDist,
+    """The pydantic metadata of a per-peer value field parsed by ``parser``."""
+    return (
         PlainValidator(_peer_dist(parser, expected)),
-        PlainSerializer(_dist_to_plain, return_type=Any),
+        PlainSerializer(dist_to_plain, return_type=Any),
         WithJsonSchema(_DIST_SCHEMA),
-    ]
+    )
 
 
 def _plain_number(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+    number = _finite_number(value)
+    if number is None or number < 0:
         raise ValueError
-    return float(value)
+    return number
 
 
-PeerBandwidth = _per_peer(units.parse_bandwidth, units.BANDWIDTH_EXPECTED)
-PeerDuration = _per_peer(units.parse_duration, units.DURATION_EXPECTED)
-PeerNumber = _per_peer(_plain_number, "a number >= 0")
+PeerBandwidth = Annotated[PeerDist, *_per_peer(units.parse_bandwidth, units.BANDWIDTH_EXPECTED)]
+PeerDuration = Annotated[PeerDist, *_per_peer(units.parse_duration, units.DURATION_EXPECTED)]
+PeerNumber = Annotated[PeerDist, *_per_peer(_plain_number, "a finite number >= 0")]
 
 
 def const(value: float) -> PeerDist:

@@ -1,87 +1,64 @@
 """Read scenarios: YAML → mapping → overrides → validated, frozen :class:`Scenario`.
 
-Every user mistake becomes a :class:`sim.errors.ScenarioError` naming the dotted key,
-the value received and what was expected.
+Every user mistake becomes a :class:`sim.errors.ScenarioError` naming the dotted key (or
+the file), the value received and what was expected. Reading is in
+:mod:`sim.scenario.reading`, overrides in :mod:`sim.scenario.overrides`.
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from sim.errors import ScenarioError
 from sim.scenario.errors import from_validation_error
+from sim.scenario.fields import PeerDist, dist_to_plain
 from sim.scenario.models import Scenario
+from sim.scenario.overrides import Replace, apply_overrides, split_key
+from sim.scenario.reading import ReadError, load_text, read_text, read_yaml
+
+#: Top-level keys that make a mapping a sweep file (``avsim sweep``) when it has no
+#: scenario section (``name`` and ``repeats`` are shared with scenarios).
+SWEEP_ONLY_KEYS = ("base", "scenario", "cases", "grid")
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """The top-level mapping of a YAML file, or a ScenarioError saying what is wrong."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(str(path), exc.strerror, "a readable YAML file") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise ScenarioError(f"{path}{where}", problem, "valid YAML") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(str(path), data, "a mapping of keys at the top of the file")
-    return data
+class SweepFileError(ScenarioError):
+    """A sweep file given where a scenario was expected (``avsim run``, ``avsim info``)."""
+
+    def __init__(self, path: str, keys: list[str]) -> None:
+        super().__init__(path, keys, "a scenario")
+        self.args = (
+            f"{path}: this is a sweep file (it has {', '.join(keys)}), not a scenario: "
+            f"use `avsim sweep {path}`",
+        )
 
 
 def parse_set_options(options: list[str] | None) -> dict[str, Any]:
-    """``["churn.p=0.01", ...]`` → ``{"churn.p": 0.01}``; values are YAML scalars."""
+    """``["churn.p=0.01", "churn:={model: none}"]`` → ``{"churn.p": 0.01, "churn":
+    Replace({"model": "none"})}``; values are YAML (``key:=value`` replaces a mapping
+    instead of merging into it)."""
     overrides: dict[str, Any] = {}
     for option in options or []:
         key, sep, raw = option.partition("=")
-        if not sep or not key.strip():
-            raise ScenarioError("--set", option, "dotted.key=value")
-        try:
-            overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError:
-            raise ScenarioError(key.strip(), raw, "a YAML scalar") from None
+        key = key.strip()
+        replace = key.endswith(":")
+        key = key.removesuffix(":").rstrip()
+        if not sep or not key:
+            raise ScenarioError("--set", option, "dotted.key=value (or dotted.key:=value)")
+        split_key(key)
+        value = load_text(raw, f"--set {key}") if raw.strip() else None
+        overrides[key] = Replace(value) if replace else value
     return overrides
 
 
-def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """A copy of ``data`` with dotted-key (or nested-mapping) overrides applied.
-
-    A nested mapping merges into the existing one, except ``protocol`` with a new
-    ``name``, which replaces the protocol mapping (its parameters belong to the old one).
-    """
-    out = copy.deepcopy(data)
-    for key, value in (overrides or {}).items():
-        parts = key.split(".")
-        target = out
-        for i, part in enumerate(parts[:-1]):
-            child = target.get(part)
-            if child is None:
-                child = target[part] = {}
-            if not isinstance(child, dict):
-                raise ScenarioError(".".join(parts[: i + 1]), child, "a mapping to set keys in")
-            target = child
-        _merge(target, parts[-1], copy.deepcopy(value))
-    return out
-
-
-def _merge(target: dict[str, Any], key: str, value: Any) -> None:
-    current = target.get(key)
-    replaces_protocol = key == "protocol" and isinstance(value, dict) and "name" in value
-    if isinstance(current, dict) and isinstance(value, dict) and not replaces_protocol:
-        for sub_key, sub_value in value.items():
-            _merge(current, sub_key, sub_value)
-    elif replaces_protocol and isinstance(current, dict) and current.get("name") == value["name"]:
-        target[key] = {**current, **value}
-    else:
-        target[key] = value
+def is_sweep_mapping(data: dict[str, Any]) -> list[str]:
+    """The sweep-only keys of a top-level mapping that has no scenario section (empty
+    when it is not a sweep file)."""
+    if any(key in data for key in Scenario.model_fields if key not in ("name", "repeats")):
+        return []
+    return [key for key in SWEEP_ONLY_KEYS if key in data]
 
 
 def scenario_from_mapping(
@@ -93,6 +70,8 @@ def scenario_from_mapping(
 
     Relative file paths inside the scenario (``vector.file``) resolve against ``base_dir``.
     """
+    if not isinstance(data, dict):
+        raise ScenarioError("<top>", data, "a mapping of scenario keys")
     merged = apply_overrides(data, overrides)
     if base_dir is not None:
         merged = _resolve_paths(merged, base_dir)
@@ -115,11 +94,53 @@ def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
 
 
 def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
-    """Read, override and validate a scenario file (see ``architecture.md``)."""
+    """Read, override and validate a scenario file (see ``architecture.md``).
+
+    Raises
+    ------
+    SweepFileError
+        When the file is a sweep file (it has ``cases``, ``grid``, ``base``, … and no
+        scenario section).
+    """
     path = Path(path)
-    return scenario_from_mapping(read_yaml(path), overrides, base_dir=path.parent)
+    data = read_yaml(path)
+    sweep_keys = is_sweep_mapping(data)
+    if sweep_keys:
+        raise SweepFileError(str(path), sweep_keys)
+    return scenario_from_mapping(data, overrides, base_dir=path.parent)
 
 
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the scenario format, for editors."""
-    return Scenario.model_json_schema(mode="validation")
+    return _plain_defaults(Scenario.model_json_schema(mode="validation"))
+
+
+def _plain_defaults(node: Any) -> Any:
+    """Per-peer defaults as a scenario writes them (``12500000.0``), not as the internal
+    ``PeerDist`` pydantic dumps (``{"kind": "const", "params": [...]}``)."""
+    if isinstance(node, list):
+        return [_plain_defaults(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _plain_defaults(value) for key, value in node.items()}
+    default = out.get("default")
+    if isinstance(default, dict) and set(default) == {"kind", "params"}:
+        params = tuple((key, value) for key, value in default["params"])
+        out["default"] = dist_to_plain(PeerDist(default["kind"], params))
+    return out
+
+
+__all__ = [
+    "ReadError",
+    "Replace",
+    "SweepFileError",
+    "apply_overrides",
+    "is_sweep_mapping",
+    "json_schema",
+    "load_scenario",
+    "load_text",
+    "parse_set_options",
+    "read_text",
+    "read_yaml",
+    "scenario_from_mapping",
+]

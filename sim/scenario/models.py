@@ -22,9 +22,11 @@ from sim.scenario.churn import (
     WavesChurn,
     class_index,
 )
+from sim.scenario.errors import InnerKeyError
 from sim.scenario.fields import (
     Bandwidth,
     Duration,
+    Fraction,
     PeerBandwidth,
     PeerDist,
     PeerDuration,
@@ -43,7 +45,7 @@ class PeerClass(Section):
     """A class of peers: a fraction of the population whose values override the defaults."""
 
     name: str | None = None
-    fraction: float = Field(gt=0, le=1)
+    fraction: Fraction = Field(gt=0, le=1)
     upload: PeerBandwidth | None = None
     download: PeerBandwidth | None = None
     latency: PeerDuration | None = None
@@ -150,12 +152,39 @@ class Vector(Section):
         return self
 
 
-class Stop(Section):
-    """When a run ends: whichever comes first."""
+#: ``stop.max_rounds`` on the rounds clock when the scenario sets no bound at all.
+DEFAULT_MAX_ROUNDS = 50
 
-    max_rounds: int | None = Field(default=50, ge=0)
+
+class Stop(Section):
+    """When a run ends: whichever comes first (the summary's ``stop_reason`` says which).
+
+    A bound the scenario sets is never overridden by a default: on the rounds clock a
+    scenario with neither ``max_rounds`` nor ``max_time`` gets ``max_rounds: 50``; on the
+    network clock one of them is required. The resolved scenario records what was used.
+    ``target_var`` (null or 0: none) ends a run the instant ``target_on`` (``var``, over
+    the existing peers, or ``var_alive``, over the present ones) first falls below it.
+    """
+
+    max_rounds: int | None = Field(default=None, ge=0)
     max_time: Duration | None = None
     target_var: float | None = Field(default=1e-9, ge=0)
+    target_on: Literal["var", "var_alive"] = "var"
+
+    def resolved(self, clock: str) -> Stop:
+        """This section with the clock's default bound filled in (see the class doc)."""
+        unbounded = self.max_rounds is None and self.max_time is None
+        if clock == "rounds" and unbounded and "max_rounds" not in self.model_fields_set:
+            return self.model_copy(update={"max_rounds": DEFAULT_MAX_ROUNDS})
+        if unbounded and (clock == "network" or not self.target_var):
+            raise InnerKeyError(
+                "stop.max_time",
+                None,
+                "stop.max_time or stop.max_rounds with clock: network"
+                if clock == "network"
+                else "stop.max_time, stop.max_rounds or stop.target_var (a run must end)",
+            )
+        return self
 
 
 class Metrics(Section):
@@ -172,6 +201,12 @@ class Metrics(Section):
         return every
 
 
+#: Largest seed: seeds (and seed + repeat) stay exact in float64, JSON and int64 tables.
+MAX_SEED = 2**53
+#: Most repeats of one scenario (more is a typo, not a statistic).
+MAX_REPEATS = 10_000
+
+
 def _protocol_field() -> Any:
     return Annotated[params_union(), Field(discriminator="name")]
 
@@ -180,8 +215,8 @@ class Scenario(Section):
     """A whole scenario, resolved: every default filled in."""
 
     name: str = Field(default="scenario", pattern=r"^[A-Za-z0-9_.\-]+$")
-    seed: int = Field(default=0, ge=0)
-    repeats: int = Field(default=1, ge=1)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
     clock: Literal["rounds", "network"] = "rounds"
     backend: Literal["numpy", "cupy"] = "numpy"
     peers: Peers = Field(default_factory=Peers)
@@ -209,10 +244,10 @@ class Scenario(Section):
         return self
 
     @model_validator(mode="after")
-    def _network_clock_can_end(self) -> Scenario:
-        if self.clock == "network" and self.stop.max_time is None and self.stop.max_rounds is None:
-            raise ValueError("expected stop.max_time or stop.max_rounds with clock: network")
-        return self
+    def _stop_bounds(self) -> Scenario:
+        # the clock's default bound (Stop.resolved), recorded in the resolved scenario
+        stop = self.stop.resolved(self.clock)
+        return self if stop is self.stop else self.model_copy(update={"stop": stop})
 
 
 def peer_value_fields() -> tuple[str, ...]:

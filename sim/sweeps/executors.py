@@ -1,7 +1,7 @@
 """Where a sweep's runs execute: in this process, a local process pool, or Dask.
 
 Each worker rebuilds its run's scenario with :func:`sim.scenario.scenario_from_mapping`
-and calls :func:`sim.run`; only the small summary dict travels back. Results arrive in
+and calls :func:`sim.engine.run`; its summary dict and metric rows travel back. Results arrive in
 completion order, tagged with the run's index, so the caller can restore the sweep's
 order whatever the scheduling.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -18,6 +19,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from sim.errors import AvsimError
 
@@ -60,8 +63,12 @@ class Task:
     keep_dir: Path | None = None
 
 
-def run_task(task: Task) -> dict[str, Any]:
-    """Run one task and return its summary (plain Python values)."""
+#: What a worker sends back: the run's summary (plain Python values) and metric rows.
+Outcome = tuple[dict[str, Any], pd.DataFrame]
+
+
+def run_task(task: Task) -> Outcome:
+    """Run one task and return its summary (plain Python values) and its metric rows."""
     from sim.engine import run
     from sim.results import plain, write_result
     from sim.scenario import scenario_from_mapping
@@ -73,13 +80,13 @@ def run_task(task: Task) -> dict[str, Any]:
             write_result(result, task.keep_dir, force=True)
     except AvsimError as exc:  # re-raised as the base class: it pickles back from workers
         raise AvsimError(f"run {task.index} (seed {task.seed}): {exc}") from None
-    return plain(result.summary, finite_only=False)
+    return plain(result.summary, finite_only=False), result.metrics
 
 
 def execute(
     tasks: Sequence[Task], workers: int, scheduler: str | None = None
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(index, summary)`` for every task, in completion order."""
+) -> Iterator[tuple[int, Outcome]]:
+    """Yield ``(index, (summary, metrics))`` for every task, in completion order."""
     if scheduler:
         yield from _dask(tasks, workers, scheduler)
     elif workers <= 1 or len(tasks) <= 1:
@@ -96,9 +103,10 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def _pool(tasks: Sequence[Task], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
+def _pool(tasks: Sequence[Task], workers: int) -> Iterator[tuple[int, Outcome]]:
     context = _context()
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
+    size = min(workers, len(tasks))
+    with ProcessPoolExecutor(size, mp_context=context, initializer=exit_with_parent) as pool:
         futures = {pool.submit(run_task, task): task.index for task in tasks}
         try:
             for future in as_completed(futures):
@@ -107,6 +115,20 @@ def _pool(tasks: Sequence[Task], workers: int) -> Iterator[tuple[int, dict[str, 
             raise AvsimError(BROKEN_POOL) from None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def exit_with_parent() -> None:
+    """Worker initializer: exit as soon as the sweep's process is gone (``kill -9``
+    included), rather than wait for work forever."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def wait_then_exit() -> None:
+        parent.join()
+        os._exit(1)
+
+    threading.Thread(target=wait_then_exit, name="avsim-exit-with-parent", daemon=True).start()
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -118,9 +140,7 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def _dask(
-    tasks: Sequence[Task], workers: int, scheduler: str
-) -> Iterator[tuple[int, dict[str, Any]]]:
+def _dask(tasks: Sequence[Task], workers: int, scheduler: str) -> Iterator[tuple[int, Outcome]]:
     distributed = _import_distributed()
     address = local_cluster(workers) if scheduler == "local" else scheduler
     try:

@@ -1,30 +1,47 @@
 """Expand a sweep into its runs: grid cells × cases × repeats, in a fixed order.
 
 Order: grid cells in the cartesian order of the grid's keys as written, then the cases in
-file order, then the repeats (seed, seed + 1, ...). A case is applied to the base first
-and the grid values after it, so a grid key can set a parameter of a case's protocol.
+file order, then the repeats (seed, seed + 1, ...). Each run's scenario is the base, then
+its case, then the command line's ``--set`` overrides, then its grid cell: ``--set``
+wins over the base and the cases, and may not touch a key the grid sweeps (an error).
 Every run's scenario is validated here, before anything runs or touches the disk.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sim.errors import ScenarioError
 from sim.scenario import Scenario, apply_overrides, scenario_from_mapping
 from sim.summary import counter_fields, target_label
+from sim.sweeps.labels import (
+    case_label,
+    case_labels,
+    case_overrides,
+    flatten,
+    row_label,
+    run_dir_names,
+    run_name_parts,
+    show,
+)
 from sim.sweeps.spec import Sweep
+
+__all__ = ["RunSpec", "case_label", "case_labels", "expand", "flatten", "run_key", "show"]
 
 #: Summary fields every run has (the result contract plus the engine's extras).
 SUMMARY_FIELDS = (
     "seed", "rounds", "sim_time_s", "final_var", "rounds_to_target", "time_to_target_s",
     "bytes_sent", "messages", "final_mean_drift", "wall_time_s",
 )  # fmt: skip
+#: Resolved scenario values every run records (figures need the clock and the protocol).
+RESOLVED_KEYS = ("clock", "protocol.name", "churn.model")
 
 
 @dataclass(frozen=True)
@@ -38,17 +55,23 @@ class RunSpec:
     cell, case
         Index of the grid cell and of the case.
     label
-        The case's short label, e.g. ``moshpit(group_size=32,rekey=False)``.
+        The case's short label, e.g. ``moshpit(load_balance=false)``.
     columns
         The run's overrides by dotted key (the case's, then the grid's).
     mapping
-        The base scenario mapping with the case applied.
+        The base scenario mapping with the case and ``--set`` applied.
     grid
         The grid cell's overrides by dotted key.
     seed
         The run's seed (the scenario's seed + repeat index).
     key
         Digest of the resolved scenario and the seed: the identity ``--resume`` uses.
+    resolved
+        The resolved values of :data:`RESOLVED_KEYS`.
+    row
+        The table row's label: the case label, then the grid values.
+    dirname
+        Name of the run's folder under ``runs/`` with ``keep_runs`` (unique, safe).
     """
 
     index: int
@@ -60,13 +83,35 @@ class RunSpec:
     grid: dict[str, Any]
     seed: int
     key: str
+    resolved: dict[str, Any] = dataclasses.field(default_factory=dict)
+    row: str = ""
+    dirname: str = ""
 
 
-def expand(sweep: Sweep) -> list[RunSpec]:
-    """All runs of ``sweep`` in order; raises ScenarioError naming the sweep key at fault."""
+def expand(
+    sweep: Sweep, overrides: Mapping[str, Any] | None = None, repeats: int | None = None
+) -> list[RunSpec]:
+    """All runs of ``sweep`` in order; raises ScenarioError naming the sweep key at fault.
+
+    Parameters
+    ----------
+    sweep
+        The sweep to expand.
+    overrides
+        Dotted-key overrides (``--set``) applied to every run after its case.
+    repeats
+        Runs per grid cell and case (``--repeats``); default: the sweep's ``repeats``,
+        else the base scenario's.
+    """
     spec = sweep.spec
-    labels = case_labels(spec.cases)
-    mappings = [_with_case(sweep, case, index) for index, case in enumerate(spec.cases)]
+    if repeats is not None and (
+        isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1
+    ):
+        raise ScenarioError("repeats", repeats, "an integer >= 1")
+    overrides = dict(overrides or {})
+    _check_overrides(overrides, spec.grid)
+    labels = case_labels(spec.cases, sweep.base)
+    mappings = [_with_case(sweep, case, index, overrides) for index, case in enumerate(spec.cases)]
     cells = [
         dict(zip(spec.grid, values, strict=True))
         for values in itertools.product(*spec.grid.values())
@@ -78,15 +123,18 @@ def expand(sweep: Sweep) -> list[RunSpec]:
             scenario = _with_cell(sweep, mapping, cell)
             fields.update(target_fields(scenario))
             fields.update(counter_fields(scenario))
-            columns = {**flatten(case), **cell}
-            for k in range(spec.repeats or scenario.repeats):
+            columns = {**flatten(case_overrides(case)), **cell}
+            resolved = _resolved(scenario)
+            row = row_label(labels[case_index], cell)
+            for k in range(repeats or spec.repeats or scenario.repeats):
                 seed = scenario.seed + k
                 runs.append(
                     RunSpec(len(runs), cell_index, case_index, labels[case_index], columns,
-                            mapping, cell, seed, run_key(scenario, seed))
+                            mapping, cell, seed, run_key(scenario, seed), resolved, row)
                 )  # fmt: skip
     check_report(spec.report, fields)
-    return runs
+    names = run_dir_names([run_name_parts(r.label, r.grid, r.seed) for r in runs])
+    return [dataclasses.replace(run, dirname=name) for run, name in zip(runs, names, strict=True)]
 
 
 def target_fields(scenario: Scenario) -> list[str]:
@@ -109,57 +157,50 @@ def run_key(scenario: Scenario, seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"protocol": {"name": "x"}, "churn.p": 0}`` → ``{"protocol.name": "x", "churn.p": 0}``."""
-    flat: dict[str, Any] = {}
-    for key, value in mapping.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            flat.update(flatten(value, f"{dotted}."))
-        else:
-            flat[dotted] = value
-    return flat
+def _check_overrides(overrides: dict[str, Any], grid: Mapping[str, Any]) -> None:
+    """``--set`` may not touch a key the grid sweeps (which value would win is unclear)."""
+    for key, value in overrides.items():
+        for swept in grid:
+            if _overlap(key, swept):
+                raise ScenarioError(
+                    f"--set {key}", value, f"a key the sweep's grid does not set (grid: {swept})"
+                )
 
 
-def case_labels(cases: list[dict[str, Any]]) -> list[str]:
-    """Short unique labels: ``moshpit(group_size=32,grid_dims=2,rekey=False)``."""
-    labels = [case_label(case) for case in cases]
-    return [
-        f"{label} #{index}" if labels.count(label) > 1 else label
-        for index, label in enumerate(labels)
-    ]
+def _resolved(scenario: Scenario) -> dict[str, Any]:
+    churn = getattr(scenario.churn, "model", None)
+    return {"clock": scenario.clock, "protocol.name": scenario.protocol.name, "churn.model": churn}
 
 
-def case_label(case: dict[str, Any]) -> str:
-    """The label of one case: the protocol with its parameters, then other overrides."""
-    flat = flatten(case)
-    name = flat.pop("protocol.name", None)
-    in_protocol = {k: v for k, v in flat.items() if name is not None and k.startswith("protocol.")}
-    others = [f"{k}={show(v)}" for k, v in flat.items() if k not in in_protocol]
-    head = []
-    if name is not None:
-        inner = ",".join(f"{k.removeprefix('protocol.')}={show(v)}" for k, v in in_protocol.items())
-        head = [f"{name}({inner})" if inner else str(name)]
-    return ", ".join(head + others) or "base"
-
-
-def show(value: Any) -> str:
-    """A value as it reads in labels: Python spelling for scalars, compact JSON otherwise."""
-    if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":"), default=str)
-    return str(value)
-
-
-def _with_case(sweep: Sweep, case: dict[str, Any], index: int) -> dict[str, Any]:
-    """The base with case ``index`` applied, validated; errors name the case or the base."""
+def _with_case(
+    sweep: Sweep, case: dict[str, Any], index: int, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """The base with case ``index`` and ``overrides`` applied, validated; errors name the
+    case, ``--set`` or the base."""
+    written = case_overrides(case)
     try:
-        mapping = apply_overrides(copy.deepcopy(sweep.base), case)
+        mapping = apply_overrides(copy.deepcopy(sweep.base), written)
+        mapping = apply_overrides(mapping, overrides)
         scenario_from_mapping(mapping, None, base_dir=sweep.base_dir)
     except ScenarioError as exc:
+        if _touches(exc.key, overrides):
+            where = (
+                "" if _fails_without_case(sweep, overrides, exc.key) else f"cases[{index}] with "
+            )
+            raise _prefixed(exc, f"{where}--set ") from None
         raise _prefixed(
-            exc, f"cases[{index}]." if _touches(exc.key, flatten(case)) else ""
+            exc, f"cases[{index}]." if _touches(exc.key, flatten(written)) else ""
         ) from None
     return mapping
+
+
+def _fails_without_case(sweep: Sweep, overrides: dict[str, Any], key: str) -> bool:
+    """True when ``overrides`` on the base alone fail at ``key`` (not a case's doing)."""
+    try:
+        scenario_from_mapping(sweep.base, overrides, base_dir=sweep.base_dir)
+    except ScenarioError as exc:
+        return exc.key == key
+    return False
 
 
 def _with_cell(sweep: Sweep, mapping: dict[str, Any], cell: dict[str, Any]) -> Scenario:
@@ -171,8 +212,12 @@ def _with_cell(sweep: Sweep, mapping: dict[str, Any], cell: dict[str, Any]) -> S
         raise _prefixed(exc, prefix) from None
 
 
-def _touches(key: str, overrides: dict[str, Any]) -> bool:
-    return any(key == k or key.startswith(f"{k}.") or k.startswith(f"{key}.") for k in overrides)
+def _overlap(a: str, b: str) -> bool:
+    return a == b or a.startswith(f"{b}.") or b.startswith(f"{a}.")
+
+
+def _touches(key: str, overrides: Mapping[str, Any]) -> bool:
+    return any(_overlap(key, k) for k in overrides)
 
 
 def _cell_text(cell: dict[str, Any]) -> str:

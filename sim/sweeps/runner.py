@@ -1,51 +1,79 @@
 """Run a sweep: expand, skip what a partial sweep already did, execute, tabulate, write.
 
-The sweep folder (default ``results/<sweep name>/``) receives ``runs.parquet`` (one row
-per run, in the sweep's fixed order whatever the completion order), ``table.md`` and a
-copy of the sweep file as ``sweep.yaml``; with ``keep_runs`` also one result folder per
-run under ``runs/NNNN/`` (NNNN is the ``run`` column).
+Without ``out`` nothing touches the disk: the runs, their metric rows and the table come
+back in a :class:`SweepResult`. With ``out`` the sweep folder receives ``runs.parquet``
+(one row per run, in the sweep's fixed order whatever the completion order),
+``metrics.parquet`` (every run's metric rows, with its ``run``), ``table.md``, a copy of
+the sweep file as ``sweep.yaml`` and the figure ``sweep.png``; with ``keep_runs`` also
+one result folder per run under ``runs/``, named after its case, grid values and seed.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 
-from sim.errors import ResultExistsError
+from sim.errors import AvsimError, ResultExistsError
 from sim.results import atomic_write_text, write_parquet
+from sim.scenario import Replace
 from sim.sweeps.executors import Task, default_workers, execute
+from sim.sweeps.frames import arrow_safe, metrics_frame, runs_frame
 from sim.sweeps.journal import Journal
-from sim.sweeps.plan import RunSpec, case_labels, expand, show
+from sim.sweeps.labels import json_text
+from sim.sweeps.plan import RunSpec, case_labels, expand
 from sim.sweeps.spec import Sweep, SweepSpec, as_sweep, spec_yaml
-from sim.sweeps.table import Table, markdown, sweep_table
+from sim.sweeps.table import Table, markdown, sweep_table, table_note
 
 #: ``progress(done, total)`` after each finished run (and once at the start).
 SweepProgress = Callable[[int, int], None]
 
-TABLE_NOTE = (
-    "Each cell is the mean over the repeats; `(k/n)`: only k of the n repeats have a "
-    "value (e.g. reached the target), and the mean is over those k."
-)
-
 
 @dataclass(frozen=True)
 class SweepResult:
-    """What :func:`sweep` returns: the runs table, the report table and the folder."""
+    """What :func:`sweep` returns.
+
+    Attributes
+    ----------
+    runs
+        One row per run (``runs.parquet``).
+    metrics
+        Every run's metric rows (``metrics.parquet``), with its ``run``, ``case``, grid
+        values and ``label``.
+    table
+        The report table: headers and text rows.
+    markdown
+        ``table.md``'s text.
+    out_dir
+        The sweep folder, or ``None`` when nothing was written.
+    """
 
     runs: pd.DataFrame
+    metrics: pd.DataFrame
     table: Table
-    out_dir: Path
+    markdown: str
+    out_dir: Path | None
 
-    @property
-    def markdown(self) -> str:
-        """``table.md``'s text."""
-        return (self.out_dir / "table.md").read_text(encoding="utf-8")
+
+class _Memory:
+    """Finished runs kept in memory (a sweep without a folder), as the journal keeps them."""
+
+    def __init__(self) -> None:
+        self.summaries: dict[str, dict[str, Any]] = {}
+        self.frames: dict[str, pd.DataFrame] = {}
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        return dict(self.summaries)
+
+    def append(self, key: str, index: int, summary: dict[str, Any], metrics: pd.DataFrame) -> None:
+        self.summaries[key], self.frames[key] = summary, metrics
+
+    def metrics(self, key: str) -> pd.DataFrame:
+        return self.frames[key]
 
 
 def sweep(
@@ -57,28 +85,39 @@ def sweep(
     keep_runs: bool = False,
     force: bool = False,
     progress: SweepProgress | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    repeats: int | None = None,
+    figure: bool = True,
 ) -> SweepResult:
-    """Run every run of a sweep and write the sweep folder.
+    """Run every run of a sweep; write the sweep folder when ``out`` is given.
 
     Parameters
     ----------
     sweep
         A sweep file path, a mapping with the sweep keys, or a parsed sweep.
     out
-        Sweep folder (default ``results/<name>/``).
+        Sweep folder to write; ``None`` (default) writes nothing.
     workers
         Local worker processes (default: one per CPU); with ``scheduler="local"`` the
         number of Dask workers.
     scheduler
         Address of a Dask scheduler, or ``"local"`` for a Dask ``LocalCluster``.
     resume
-        Skip runs recorded in the folder's partial file by an interrupted sweep.
+        Skip runs recorded in the folder's partial files by an interrupted sweep.
     keep_runs
-        Also write a full result folder per run under ``runs/``.
+        Also write a full result folder per run under ``out/runs/``.
     force
         Overwrite a non-empty folder.
     progress
         Called with ``(done, total)`` as runs finish.
+    overrides
+        Dotted-key overrides (the CLI's ``--set``) applied to every run after its case;
+        a key the grid sweeps is an error.
+    repeats
+        Runs per case and grid cell (the CLI's ``--repeats``).
+    figure
+        Draw ``sweep.png`` in the sweep folder (only with ``out``).
 
     Raises
     ------
@@ -88,16 +127,22 @@ def sweep(
         When the folder is not empty and neither ``force`` nor a resumable ``resume``.
     """
     loaded = as_sweep(sweep)
-    plan = expand(loaded)
-    folder = open_folder(Path(out) if out else Path("results") / loaded.spec.name, resume, force)
+    plan = expand(loaded, overrides, repeats)
+    if out is None:
+        _check_in_memory(resume, keep_runs)
+        memory = _Memory()
+        _run_missing(loaded, plan, memory, None, workers, scheduler, progress)
+        return _finish(loaded, plan, memory, None)
+    folder = open_folder(Path(out), resume, force)
     journal = Journal(folder)
     if not resume:
         journal.clear()
-    done = journal.read()
-    _run_missing(
-        loaded, plan, done, journal, folder if keep_runs else None, workers, scheduler, progress
-    )
-    return _finish(loaded, plan, done, folder, journal)
+    _run_missing(loaded, plan, journal, folder if keep_runs else None, workers, scheduler, progress)
+    result = _finish(loaded, plan, journal, folder, _run_note(overrides, repeats))
+    if figure:
+        _write_figure(folder)
+    journal.clear()
+    return result
 
 
 def open_folder(folder: Path, resume: bool, force: bool) -> Path:
@@ -114,88 +159,75 @@ def open_folder(folder: Path, resume: bool, force: bool) -> Path:
     raise ResultExistsError(f"{folder} exists and is not empty; use --force to overwrite it{hint}")
 
 
-def runs_frame(
-    plan: list[RunSpec], summaries: dict[str, dict[str, Any]], as_written: bool = False
-) -> pd.DataFrame:
-    """One row per run: ``run, case``, the overrides by dotted key, ``seed``, the summary.
-
-    With ``as_written`` the columns keep Python values as written in the sweep file
-    (``0`` stays ``0`` beside ``0.1``), for display; otherwise pandas infers dtypes.
-    """
-    case_keys = (key for run in plan for key in run.columns if key not in run.grid)
-    overrides = list(dict.fromkeys([*case_keys, *(key for run in plan for key in run.grid)]))
-    fields = list(dict.fromkeys(k for run in plan for k in summaries[run.key] if k != "seed"))
-    rows = []
-    for run in plan:
-        summary = summaries[run.key]
-        values = [run.index, run.label, *(run.columns.get(k) for k in overrides), run.seed]
-        rows.append(values + [summary.get(k) for k in fields])
-    columns = ["run", "case", *overrides, "seed", *fields]
-    return pd.DataFrame(rows, columns=columns, dtype=object if as_written else None)
+def _check_in_memory(resume: bool, keep_runs: bool) -> None:
+    for name, given in (("resume", resume), ("keep_runs", keep_runs)):
+        if given:
+            raise AvsimError(f"{name}=True needs out=, the sweep folder to write")
 
 
 def _run_missing(
     sweep: Sweep,
     plan: list[RunSpec],
-    done: dict[str, dict[str, Any]],
-    journal: Journal,
+    store: Journal | _Memory,
     keep: Path | None,
     workers: int | None,
     scheduler: str | None,
     progress: SweepProgress | None,
 ) -> None:
+    done = store.read()
     todo = [run for run in plan if run.key not in done]
     tasks = [_task(sweep, run, keep) for run in todo]
     finished = len(plan) - len(todo)
     _report(progress, finished, len(plan))
-    for index, summary in execute(tasks, workers or default_workers(), scheduler):
-        journal.append(plan[index].key, index, summary)
-        done[plan[index].key] = summary
+    for index, (summary, metrics) in execute(tasks, workers or default_workers(), scheduler):
+        store.append(plan[index].key, index, summary, metrics)
         finished += 1
         _report(progress, finished, len(plan))
 
 
 def _task(sweep: Sweep, run: RunSpec, keep: Path | None) -> Task:
-    keep_dir = None if keep is None else keep / "runs" / f"{run.index:04d}"
+    keep_dir = None if keep is None else keep / "runs" / run.dirname
     return Task(run.index, run.mapping, run.grid, sweep.base_dir, run.seed, keep_dir)
 
 
 def _finish(
     sweep: Sweep,
     plan: list[RunSpec],
-    done: dict[str, dict[str, Any]],
-    folder: Path,
-    journal: Journal,
+    store: Journal | _Memory,
+    folder: Path | None,
+    note: str = "",
 ) -> SweepResult:
-    runs = runs_frame(plan, done)
-    shown = runs_frame(plan, done, as_written=True)
+    summaries = store.read()
+    runs = runs_frame(plan, summaries)
+    metrics = metrics_frame(plan, store.metrics)
+    shown = runs_frame(plan, summaries, as_written=True)
     spec = sweep.spec
-    baseline = None if spec.baseline is None else case_labels(spec.cases)[spec.baseline]
-    table = sweep_table(shown, [*spec.grid, "case"], spec.report, baseline)
-    write_parquet(folder / "runs.parquet", arrow_safe(runs))
-    atomic_write_text(folder / "table.md", markdown(table, sweep.spec.name, TABLE_NOTE))
-    atomic_write_text(folder / "sweep.yaml", spec_yaml(sweep))
-    journal.clear()
-    return SweepResult(runs, table, folder)
+    baseline = None if spec.baseline is None else case_labels(spec.cases, sweep.base)[spec.baseline]
+    table = sweep_table(shown, [*spec.grid, "case"], spec.report, baseline, spec.speedup_fields())
+    text = markdown(table, spec.name, table_note(table))
+    if folder is not None:
+        write_parquet(folder / "runs.parquet", arrow_safe(runs))
+        write_parquet(folder / "metrics.parquet", arrow_safe(metrics))
+        atomic_write_text(folder / "table.md", text)
+        atomic_write_text(folder / "sweep.yaml", spec_yaml(sweep) + note)
+    return SweepResult(runs, metrics, table, text, folder)
 
 
-def arrow_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """Columns Arrow cannot type (mixed values, mappings) are stored as their text."""
-    out = frame.copy()
-    for column in out.columns:
-        if out[column].dtype == object and not _arrow_typed(out[column]):
-            out[column] = out[column].map(lambda v: None if v is None else show(v))
-    return out
+def _run_note(overrides: Mapping[str, Any] | None, repeats: int | None) -> str:
+    """Comment lines for ``sweep.yaml`` recording the command line's changes."""
+    options = [
+        f"--set {key}{':=' if isinstance(value, Replace) else '='}{json_text(value)}"
+        for key, value in (overrides or {}).items()
+    ]
+    options += [] if repeats is None else [f"--repeats {repeats}"]
+    return f"# run with: {' '.join(options)}\n" if options else ""
 
 
-def _arrow_typed(values: pd.Series) -> bool:
-    if any(isinstance(v, dict) for v in values):
-        return False
-    try:
-        pa.array(values, from_pandas=True)
-    except (pa.ArrowException, TypeError, ValueError):
-        return False
-    return True
+def _write_figure(folder: Path) -> None:
+    """Draw the sweep figure ``sweep.png`` from the folder's files."""
+    from sim.plots import plot_sweep  # matplotlib is imported only when drawing
+
+    plot_sweep(folder)
 
 
 def _report(progress: SweepProgress | None, done: int, total: int) -> None:

@@ -5,10 +5,12 @@ name: paper-moshpit-averaging
 base: ../quickstart.yaml        # or `scenario:` with an inline mapping
 repeats: 10                     # default: the base scenario's `repeats`
 cases:                          # override mappings; default: one case, the base itself
-  - {protocol: {name: all_reduce}}
+  - {label: ring, protocol: {name: all_reduce}}    # `label`: the case's short name
 grid:                           # dotted key -> values; cartesian product x cases
   peers.count: [512, 1024]
 report: [rounds_to_target]      # summary fields tabulated in table.md
+baseline: 0                     # the case the speed-up columns compare with
+speedup: [rounds_to_target]     # default: the report's rounds_to_* and time_to_* fields
 ```
 """
 
@@ -20,12 +22,43 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 from sim.errors import ScenarioError
 from sim.scenario import read_yaml
+from sim.scenario.reading import load_text, mapping_of, read_text
 
-SWEEP_KEYS = ("name", "base", "scenario", "repeats", "cases", "grid", "report")
+SWEEP_KEYS = (
+    "name", "base", "scenario", "repeats", "cases", "grid", "report", "baseline", "speedup",
+)  # fmt: skip
+#: Report fields that get a speed-up column by default: times and round counts to a target.
+SPEEDUP_PREFIXES = ("rounds_to_", "time_to_")
+
+
+#: A case: scenario overrides (nested or dotted keys), and its optional ``label``.
+Case = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "properties": {
+                "label": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The case's short name (tables, run folders, legends).",
+                }
+            },
+            "additionalProperties": True,
+        }
+    ),
+]
 
 
 def _one_empty_case() -> list[dict[str, Any]]:
@@ -33,18 +66,45 @@ def _one_empty_case() -> list[dict[str, Any]]:
 
 
 class SweepSpec(BaseModel):
-    """A validated sweep file (strict: no coercion, unknown keys are errors)."""
+    """A validated sweep file (strict: no coercion, unknown keys are errors).
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    ``SweepSpec.model_json_schema()`` (or :func:`json_schema`) is its JSON Schema.
+    """
 
-    name: str = Field(min_length=1)
-    base: str | None = None
-    scenario: dict[str, Any] | None = None
-    repeats: int | None = Field(default=None, ge=1)
-    cases: list[dict[str, Any]] = Field(default_factory=_one_empty_case, min_length=1)
-    grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(default_factory=dict)
-    report: list[str] = Field(default_factory=lambda: ["rounds_to_target"], min_length=1)
-    baseline: int | None = Field(default=None, ge=0)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="avsim sweep")
+
+    name: str = Field(min_length=1, description="Sweep name (default folder results/<name>/).")
+    base: str | None = Field(
+        default=None, description="Base scenario file, relative to the sweep file."
+    )
+    scenario: dict[str, Any] | None = Field(
+        default=None, description="Base scenario written inline (instead of `base`)."
+    )
+    repeats: int | None = Field(
+        default=None, ge=1, description="Runs per case and grid cell [default: the base's]."
+    )
+    cases: list[Case] = Field(
+        default_factory=_one_empty_case,
+        min_length=1,
+        description="Override mappings (nested or dotted keys) applied to the base; an "
+        "optional `label` names the case in tables, folders and legends.",
+    )
+    grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(
+        default_factory=dict,
+        description="Dotted key -> values; every combination is run with every case.",
+    )
+    report: list[str] = Field(
+        default_factory=lambda: ["rounds_to_target"],
+        min_length=1,
+        description="Summary fields tabulated in table.md (mean [min-max] over repeats).",
+    )
+    baseline: int | None = Field(
+        default=None, ge=0, description="Index of the case the speed-up columns compare with."
+    )
+    speedup: list[str] | None = Field(
+        default=None,
+        description="Report fields with a speed-up column [default: rounds_to_*, time_to_*].",
+    )
 
     @model_validator(mode="after")
     def _baseline_is_a_case(self) -> SweepSpec:
@@ -60,6 +120,19 @@ class SweepSpec(BaseModel):
         if (self.base is None) == (self.scenario is None):
             raise ValueError("exactly one of `base` (a scenario file) or `scenario` (a mapping)")
         return self
+
+    def speedup_fields(self) -> list[str]:
+        """The report fields that get a speed-up column (none without a baseline)."""
+        if self.baseline is None:
+            return []
+        if self.speedup is not None:
+            return list(self.speedup)
+        return [field for field in self.report if field.startswith(SPEEDUP_PREFIXES)]
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of the sweep file format, for editors and ``avsim schema``."""
+    return SweepSpec.model_json_schema(mode="validation")
 
 
 @dataclass(frozen=True)
@@ -87,8 +160,8 @@ class Sweep:
 def load_sweep(path: str | os.PathLike[str]) -> Sweep:
     """Read and validate a sweep file; ``base`` resolves relative to the file's folder."""
     path = Path(path)
-    data = read_yaml(path)
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)  # read once: bounded, UTF-8, one-line errors naming the file
+    data = mapping_of(load_text(text, str(path)), str(path))
     return sweep_from_mapping(data, path.parent, text=text)
 
 
@@ -126,9 +199,39 @@ def spec_yaml(sweep: Sweep) -> str:
 
 def _validate(data: dict[str, Any]) -> SweepSpec:
     try:
-        return SweepSpec.model_validate(data)
+        spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
         raise _sweep_error(exc) from None
+    _check_labels(spec.cases)
+    _check_speedup(spec)
+    return spec
+
+
+def _check_labels(cases: list[dict[str, Any]]) -> None:
+    """A case's ``label`` is a non-empty string, unique among the cases."""
+    seen: dict[str, int] = {}
+    for index, case in enumerate(cases):
+        if "label" not in case:
+            continue
+        label = case["label"]
+        if not isinstance(label, str) or not label.strip():
+            raise ScenarioError(f"cases[{index}].label", label, "a non-empty string")
+        if label in seen:
+            raise ScenarioError(
+                f"cases[{index}].label", label, f"a label no other case has (cases[{seen[label]}])"
+            )
+        seen[label] = index
+
+
+def _check_speedup(spec: SweepSpec) -> None:
+    """``speedup`` lists report fields, and needs a ``baseline`` to compare with."""
+    if spec.speedup is None:
+        return
+    if spec.baseline is None and spec.speedup:
+        raise ScenarioError("speedup", spec.speedup, "a `baseline` case to compare with")
+    for index, field in enumerate(spec.speedup):
+        if field not in spec.report:
+            raise ScenarioError(f"speedup[{index}]", field, "one of the report fields")
 
 
 def _sweep_error(exc: ValidationError) -> ScenarioError:

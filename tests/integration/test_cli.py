@@ -118,7 +118,8 @@ def test_validate_checks_every_run_of_a_sweep(runner, tiny, tmp_path):
     sweep.write_text(SWEEP.replace("group_size: 2", "group_size: -2"))
     assert_user_error(invoke(runner, "validate", sweep), "group_size")
     sweep.write_text(SWEEP)
-    assert_user_error(invoke(runner, "validate", sweep, "--set", "seed=1"), "--set")
+    assert invoke(runner, "validate", sweep, "--set", "seed=1").stdout == "ok (sweep of 8 runs)\n"
+    assert_user_error(invoke(runner, "validate", sweep, "--set", "peers.count=4"), "--set", "grid")
 
 
 @pytest.mark.parametrize(
@@ -204,8 +205,10 @@ def test_sweep_writes_its_folder_and_prints_the_table(runner, tiny, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert {p.name for p in (tmp_path / "out").iterdir()} == {
         "runs.parquet",
+        "metrics.parquet",
         "table.md",
         "sweep.yaml",
+        "sweep.png",
     }
     assert len(pd.read_parquet(tmp_path / "out" / "runs.parquet")) == 2 * 2 * 2
     assert "all_reduce" in result.stdout
@@ -222,8 +225,14 @@ def test_sweep_keep_runs_writes_one_result_folder_per_run(runner, tiny, tmp_path
     out = tmp_path / "out"
     options = ["--out", out, "--workers", "1", "--keep-runs"]
     assert invoke(runner, "sweep", tmp_path / "sweep.yaml", *options).exit_code == 0
-    assert sorted(p.name for p in (out / "runs").iterdir()) == [f"{i:04d}" for i in range(8)]
-    assert (out / "runs" / "0003" / "summary.json").is_file()
+    names = [
+        f"{case}__peers.count={n}__seed={seed}"
+        for case in ("all_reduce", "random_groups-group_size=2")
+        for n in (8, 16)
+        for seed in (0, 1)
+    ]
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(names)
+    assert (out / "runs" / "all_reduce__peers.count=16__seed=1" / "summary.json").is_file()
 
 
 @pytest.mark.parametrize(

@@ -72,7 +72,7 @@ def test_grid_values_apply_after_the_case_so_they_reach_its_protocol():
 
 def test_case_labels_name_the_protocol_and_its_parameters():
     case = {"protocol": {"name": "moshpit", "group_size": 32, "grid_dims": 2, "rekey": False}}
-    assert case_label(case) == "moshpit(group_size=32,grid_dims=2,rekey=False)"
+    assert case_label(case) == "moshpit(group_size=32,grid_dims=2,rekey=false)"
     assert (
         case_label({"protocol": {"name": "all_reduce"}, "churn.p": 0.01})
         == "all_reduce, churn.p=0.01"
@@ -154,7 +154,9 @@ def test_sweep_writes_runs_table_and_a_copy_of_the_sweep(tmp_path: Path):
         "name: s\nscenario: {protocol: {name: all_reduce}, peers: {count: 4}}\n"
     )
     result = sweep(tmp_path / "sweep.yaml", out=tmp_path / "out", workers=1)
-    assert {p.name for p in result.out_dir.iterdir()} == {"runs.parquet", "table.md", "sweep.yaml"}
+    assert {p.name for p in result.out_dir.iterdir()} == {
+        "runs.parquet", "metrics.parquet", "table.md", "sweep.yaml", "sweep.png",
+    }  # fmt: skip
     assert (result.out_dir / "sweep.yaml").read_text() == (tmp_path / "sweep.yaml").read_text()
     assert list(pd.read_parquet(result.out_dir / "runs.parquet")["seed"]) == [0]
 
@@ -180,12 +182,13 @@ def test_runs_in_a_parallel_sweep_equal_the_same_runs_made_alone(tmp_path: Path)
     data = spec(grid={"peers.count": [8, 16], "churn.p": [0.1]})
     result = sweep(data, out=tmp_path / "out", workers=2, keep_runs=True)
     runs = pd.read_parquet(result.out_dir / "runs.parquet")
+    names = [run.dirname for run in expand(sweep_from_mapping(data))]
     for row in runs.to_dict("records"):
         overrides = {"peers.count": row["peers.count"], "churn.p": row["churn.p"]}
         case = CASES[0] if row["case"] == "all_reduce" else CASES[1]
         scenario = sim.scenario_from_mapping(BASE, {**case, **overrides})
         alone = sim.run(scenario, seed=row["seed"])
-        kept = pd.read_parquet(result.out_dir / "runs" / f"{row['run']:04d}" / "metrics.parquet")
+        kept = pd.read_parquet(result.out_dir / "runs" / names[row["run"]] / "metrics.parquet")
         pd.testing.assert_frame_equal(kept, alone.metrics)
         assert row["final_var"] == alone.summary["final_var"]
         assert row["bytes_sent"] == alone.summary["bytes_sent"]

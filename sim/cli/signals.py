@@ -1,0 +1,142 @@
+"""SIGINT and SIGTERM in long commands: stop cleanly once, abort on the second signal.
+
+``avsim run`` (:func:`interruptible` with ``graceful=True``): the first SIGINT or SIGTERM
+sets :attr:`Stop.event`, which :func:`sim.engine.run` watches (``interrupt=``): the run
+in progress ends at its next observation with ``stop_reason: interrupted`` and no new
+repeat starts, so the command can still write a complete result folder. A second
+signal raises :class:`Interrupted` at once (a ``KeyboardInterrupt``): nothing more is
+written, and a folder being written is discarded (:mod:`sim.folders`).
+
+``avsim sweep`` (``graceful=False``): the first signal raises :class:`Interrupted`;
+with ``stop_children`` the command's worker processes get SIGTERM too, so that the pool
+shuts down at once instead of finishing the runs in flight. Finished runs are already
+in the sweep's journal, which ``--resume`` reads. A process pool whose workers died can
+hang its owner's shutdown (CPython's executor may block writing to a pipe nobody
+reads): there the handler writes the one-line message (``abort_message``) itself,
+and a watchdog ends the process :data:`ABORT_GRACE_S` seconds later with the same exit
+code if it is still alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+
+#: The signals handled: Ctrl-C and a polite kill (``kill``, a batch scheduler's timeout).
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Seconds an aborting command may take to shut its workers down before it is ended.
+ABORT_GRACE_S = 10.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal aborted the command; ``exit_code`` is 128 + the signal's number."""
+
+    def __init__(self, signum: int, reported: bool = False) -> None:
+        # args are the constructor's: SimPy re-creates an exception from its args
+        super().__init__(signum, reported)
+        self.signum = int(signum)
+        #: True when the one-line message is already on stderr.
+        self.reported = reported
+
+    def __str__(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a command killed by a signal."""
+        return 128 + self.signum
+
+
+@dataclass
+class Stop:
+    """What the handler saw: the first signal's number, and the event it set."""
+
+    graceful: bool
+    event: threading.Event = field(default_factory=threading.Event)
+    signum: int | None = None
+
+    @property
+    def requested(self) -> bool:
+        """True once a first signal asked the command to stop."""
+        return self.event.is_set()
+
+    @property
+    def name(self) -> str:
+        """The first signal's name (``SIGTERM``), or ``""``."""
+        return "" if self.signum is None else signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the first signal's number (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + (self.signum or signal.SIGINT)
+
+
+def engine_supports_interrupt() -> bool:
+    """Whether :func:`sim.engine.run` takes ``interrupt`` (a ``threading.Event``)."""
+    from sim import engine
+
+    return "interrupt" in inspect.signature(engine.run).parameters
+
+
+@contextlib.contextmanager
+def interruptible(
+    graceful: bool, stop_children: bool = False, abort_message: str = "interrupted"
+) -> Iterator[Stop]:
+    """Handle SIGINT and SIGTERM inside the block (see the module docstring).
+
+    Outside the main thread (no handlers can be installed there) the block runs with the
+    default behaviour.
+    """
+    stop = Stop(graceful)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.graceful and not stop.requested:
+            stop.signum = signum
+            stop.event.set()
+            return
+        if stop.signum is None:
+            stop.signum = signum
+        if not stop_children:
+            raise Interrupted(signum)
+        terminate_children()
+        message = abort_message.replace("interrupted", f"interrupted by {stop.name}", 1)
+        os.write(2, f"error: {message}\n".encode())
+        exit_later(128 + signum)
+        raise Interrupted(signum, reported=True)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
+    try:
+        yield stop
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def exit_later(code: int, delay_s: float = ABORT_GRACE_S) -> None:
+    """End the process with ``code`` after ``delay_s`` seconds unless it has ended by
+    then (a daemon thread)."""
+
+    def watchdog() -> None:
+        time.sleep(delay_s)
+        os._exit(code)
+
+    threading.Thread(target=watchdog, name="avsim-abort", daemon=True).start()
+
+
+def terminate_children() -> None:
+    """Send SIGTERM to this process's child processes (sweep workers, their server)."""
+    import psutil
+
+    for child in psutil.Process(os.getpid()).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            child.terminate()
