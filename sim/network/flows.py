@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Set
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import simpy
@@ -101,10 +101,10 @@ class FlowNetwork:
     still gets :class:`FlowFailed` thrown in, but a failure nobody waits for does not
     crash the environment; it is counted in ``flows_failed``.
 
-    A ``done`` event nobody has subscribed to when its flow completes at the end of its
-    bandwidth phase (never inside :meth:`send`) is made a *processed* event on the spot
-    instead of taking a trip through the event queue (a process yielding it later
-    resumes at once, as for any processed event).
+    Only SimPy's public API touches the events: ``done`` is settled with
+    :meth:`simpy.Event.succeed` or :meth:`simpy.Event.fail`, so it is processed as a
+    later event of the same instant, after the wake-up that completed its flow, in
+    completion order, whether or not anyone waits for it yet.
 
     Rates change only when a flow enters or leaves its bandwidth phase; every flow's
     remaining bytes are advanced lazily, when its own rate changes. Completions at the
@@ -243,7 +243,7 @@ class FlowNetwork:
         batch.append(flow)
 
     def _on_latency(self, event: simpy.Event) -> None:
-        batch = self._latency_batches.pop(event._value)
+        batch = self._latency_batches.pop(cast(float, event.value))
         entering = tuple(flow for flow in batch if flow.phase is LATENCY)
         if entering:
             self._enter(*entering)
@@ -289,7 +289,7 @@ class FlowNetwork:
         heapq.heappush(self._heap, (now + flow.remaining / rate, flow.id, flow.version, flow))
 
     def _on_wake(self, event: simpy.Event) -> None:
-        if event._value != self._wake_version:
+        if event.value != self._wake_version:
             return  # superseded by an earlier wake-up
         self._wake_at = math.inf
         now, heap, due = self.env.now, self._heap, []
@@ -309,17 +309,7 @@ class FlowNetwork:
             self._complete(flow, now)
         self._reallocate((), changed, now)
         for flow in due:
-            self._succeed(flow.done, now)
-
-    @staticmethod
-    def _succeed(done: simpy.Event, now: float) -> None:
-        if done.callbacks:
-            done.succeed(now)
-        else:
-            # nobody waits yet: make it a processed event at once, as SimPy would a moment
-            # later (a process that yields it later resumes at once), without a queue trip
-            done._ok, done._value = True, now
-            done.callbacks = None  # type: ignore[assignment]  # SimPy's mark of "processed"
+            flow.done.succeed(now)
 
     # -- bookkeeping ---------------------------------------------------------------------
     def _reallocate(self, seeds: tuple[Flow, ...], changed: Set[int], now: float) -> None:
