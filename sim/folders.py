@@ -63,7 +63,7 @@ def publish(tmp: Path, final: Path, replace: bool) -> None:
         raise FileExistsError(f"{final} exists and is not empty")
     old = _fresh_folder(final, ".old")
     try:
-        os.replace(final, old)  # an empty folder made by mkdtemp: replaced by the old result
+        os.replace(final, old)  # the empty folder just made: replaced by the old result
         try:
             os.rename(tmp, final)
         except BaseException:

@@ -15,8 +15,8 @@ import functools
 import json
 import math
 import os
+import secrets
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -46,24 +46,27 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
         Writes the whole file at the path it is given.
     """
     final = Path(path)
-    fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = _fresh_file(final)
     try:
         write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
     return final
 
 
-@functools.lru_cache(maxsize=1)
-def _umask() -> int:
-    """The process's umask (read once; setting it back at once)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def _fresh_file(final: Path) -> Path:
+    """A new empty hidden file beside ``final``, created with mode 0666 less the umask in
+    force now, as ``open()`` would (not ``mkstemp``'s 0600, and without reading the umask,
+    which can only be read by setting it)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = final.parent / f".{final.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            os.close(os.open(tmp, flags, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:

@@ -13,6 +13,7 @@ import typer
 
 from sim.cli import catalog, info, plot, run, sweep, validate  # noqa: F401  (registers commands)
 from sim.cli.app import USAGE_EXIT, app, click_message, error_line
+from sim.cli.signals import interrupt_in
 from sim.errors import AvsimError
 
 
@@ -26,6 +27,13 @@ def main() -> None:
         code = error_line(click_message(exc), getattr(exc, "exit_code", USAGE_EXIT))
     except AvsimError as exc:  # raised outside a command body (should not happen; be safe)
         code = error_line(str(exc))
+    except Exception as exc:  # an interrupt a library wrapped, outside a command body
+        cause = interrupt_in(exc)
+        if cause is None:
+            raise
+        code = getattr(cause, "exit_code", 130)
+        if not getattr(cause, "reported", False):  # else its handler wrote the line
+            code = error_line("interrupted", code)
     sys.exit(code if isinstance(code, int) else 0)
 
 

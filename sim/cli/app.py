@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sim.cli.signals import interrupt_in
 from sim.errors import AvsimError
 
 USAGE_EXIT = 2
@@ -43,6 +44,14 @@ SetOption = Annotated[
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Overwrite an existing, non-empty folder.")
 ]
+MaxMemoryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--max-memory",
+        help="Refuse runs estimated to need more (e.g. 32GiB; 'none': no limit).",
+        show_default="the memory available",
+    ),
+]
 
 
 @contextlib.contextmanager
@@ -55,12 +64,7 @@ def user_errors(interrupted: str = "interrupted") -> Iterator[None]:
         with one_line_warnings():
             yield
     except KeyboardInterrupt as exc:
-        code = getattr(exc, "exit_code", 130)  # sim.cli.signals.Interrupted: 128 + signal
-        if getattr(exc, "reported", False):  # its handler wrote the line already
-            raise typer.Exit(code) from None
-        if hasattr(exc, "signum"):  # name the signal: "interrupted by SIGTERM; …"
-            interrupted = interrupted.replace("interrupted", f"interrupted by {exc}", 1)
-        fail(interrupted, code)
+        report_interrupt(exc, interrupted)
     except MemoryError as exc:
         fail(f"out of memory while {out_of_memory_while(exc)}")
     except AvsimError as exc:
@@ -69,6 +73,22 @@ def user_errors(interrupted: str = "interrupted") -> Iterator[None]:
         fail(f"malformed YAML: {exc}")
     except OSError as exc:
         fail(os_message(exc))
+    except Exception as exc:
+        cause = interrupt_in(exc)  # a library wrapped the interrupt in its own error
+        if cause is None:
+            raise
+        report_interrupt(cause, interrupted)
+
+
+def report_interrupt(exc: KeyboardInterrupt, interrupted: str = "interrupted") -> None:
+    """Exit with ``interrupted`` (``interrupted by SIGTERM; …`` for a signal) and code
+    128 + the signal (130 for Ctrl-C), unless the signal's handler wrote it already."""
+    code = getattr(exc, "exit_code", 130)  # sim.cli.signals.Interrupted: 128 + signal
+    if getattr(exc, "reported", False):  # its handler wrote the line already
+        raise typer.Exit(code) from None
+    if hasattr(exc, "signum"):  # name the signal: "interrupted by SIGTERM; …"
+        interrupted = interrupted.replace("interrupted", f"interrupted by {exc}", 1)
+    fail(interrupted, code)
 
 
 @contextlib.contextmanager

@@ -33,12 +33,12 @@ def info(scenario: ScenarioArg, set_: SetOption = None) -> None:
     """Show what a scenario resolves to without running it: per-class peer tables, the
     expected churn, and the protocol's derived constants (e.g. Moshpit's grid, A²CiD²'s
     chi1, chi2, eta, alpha_tilde)."""
-    from sim.engine import Run
+    from sim.engines import engine_for
     from sim.scenario import load_scenario, parse_set_options
 
     with user_errors():
         sc = load_scenario(scenario, parse_set_options(set_))
-        built = Run(sc, sc.seed)
+        built = engine_for(sc, sc.seed)
         absent = _expected_absent(sc, built.peers)
         constants = built.protocol.describe()
     peers = built.peers

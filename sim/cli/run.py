@@ -13,6 +13,7 @@ import typer
 from sim.cli.app import (
     DelayedProgress,
     ForceOption,
+    MaxMemoryOption,
     ScenarioArg,
     SetOption,
     app,
@@ -58,14 +59,7 @@ def run(
     ] = None,
     set_: SetOption = None,
     force: ForceOption = False,
-    max_memory: Annotated[
-        str | None,
-        typer.Option(
-            "--max-memory",
-            help="Refuse runs estimated to need more (e.g. 32GiB; 'none': no limit).",
-            show_default="the memory available",
-        ),
-    ] = None,
+    max_memory: MaxMemoryOption = None,
 ) -> None:
     """Run a scenario and write its result folder.
 

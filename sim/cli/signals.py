@@ -78,6 +78,23 @@ class Stop:
         return 128 + (self.signum or signal.SIGINT)
 
 
+def interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt ``exc`` was raised from (or while handling), if any.
+
+    A signal's :class:`Interrupted` is raised wherever the process happens to be; a
+    library that wraps what its callbacks raise (pydantic's serializers, for one) turns
+    it into an error of its own, with the interrupt as its ``__cause__``.
+    """
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        if isinstance(found, KeyboardInterrupt):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
+
+
 def engine_supports_interrupt() -> bool:
     """Whether :func:`sim.engine.run` takes ``interrupt`` (a ``threading.Event``)."""
     from sim import engine

@@ -11,6 +11,7 @@ import typer
 from sim.cli.app import (
     DelayedProgress,
     ForceOption,
+    MaxMemoryOption,
     SetOption,
     app,
     print_table,
@@ -47,22 +48,32 @@ def sweep(
     repeats: Annotated[
         int | None,
         typer.Option(
-            min=1, help="Runs per case and grid cell.", show_default="the sweep's repeats"
+            min=1,
+            max=10_000,  # sim.scenario.models.MAX_REPEATS (not imported: a fast --help)
+            help="Runs per case and grid cell.",
+            show_default="the sweep's repeats",
         ),
     ] = None,
     force: ForceOption = False,
+    max_memory: MaxMemoryOption = None,
 ) -> None:
     """Run a sweep (cases x grid x repeats) and tabulate it.
 
     --set applies to every run, after its case and before its grid values; a key the grid
-    sweeps is an error.
+    sweeps is an error. --max-memory applies to every run, in every worker; a sweep whose
+    largest run would not fit is refused before any run starts.
     """
+    from sim.resources import memory_limit
     from sim.scenario import parse_set_options
     from sim.sweeps import load_sweep
     from sim.sweeps import sweep as run_sweep
 
     interrupted = "interrupted; run it again with --resume to continue"
-    with user_errors(interrupted), interruptible(False, True, interrupted):  # SIGTERM: Ctrl-C
+    with (
+        user_errors(interrupted),
+        memory_limit(max_memory),  # parsed here: a bad size is an error before anything
+        interruptible(False, True, interrupted),  # SIGTERM as Ctrl-C
+    ):
         overrides = parse_set_options(set_)
         spec = load_sweep(sweep_file)
         folder = out if out is not None else Path("results") / spec.spec.name

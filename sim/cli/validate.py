@@ -11,15 +11,15 @@ from sim.cli.app import ScenarioArg, SetOption, app, user_errors
 def validate(scenario: ScenarioArg, set_: SetOption = None) -> None:
     """Check a scenario or a sweep file: print "ok", or one line saying what is wrong (exit 2).
 
-    A sweep file (one with ``cases``, a ``grid`` or a ``base``) is checked by expanding
-    every run it describes, with ``--set`` applied to every run as ``avsim sweep`` would.
+    A sweep file (one with ``base``, ``scenario``, ``cases`` or ``grid`` and no scenario
+    section) is checked by expanding every run it describes, with ``--set`` applied to
+    every run as ``avsim sweep`` would.
     """
     from sim.scenario import load_scenario, parse_set_options
     from sim.scenario.loader import is_sweep_mapping, read_yaml
 
     with user_errors():
-        data = read_yaml(scenario)
-        if isinstance(data, dict) and ("cases" in data or is_sweep_mapping(data)):
+        if is_sweep_mapping(read_yaml(scenario)):
             from sim.sweeps import load_sweep
             from sim.sweeps.plan import expand
 

@@ -32,6 +32,7 @@ from sim.plots.bars import HATCH, group_keys, report_bars
 from sim.plots.context import FigureContext, panels
 from sim.plots.convergence import PANEL_WIDTH_IN, Y_LABEL, decorate, legend_handles
 from sim.plots.curves import draw_family
+from sim.sweeps.labels import cell_value, from_stored
 
 #: At most this many grid cells get a row of convergence panels (the first ones).
 MAX_CELL_ROWS = 6
@@ -98,7 +99,12 @@ def sweep_figure(
     title: str,
     target_var: float | None = None,
 ) -> Figure:
-    """The figure of :func:`plot_sweep` from the folder's tables (``metrics`` may be None)."""
+    """The figure of :func:`plot_sweep` from the folder's tables (``metrics`` may be None).
+
+    Grid values read as in the sweep's table (:func:`sim.sweeps.labels.cell_value`): a
+    mapping stored as JSON text is titled ``churn=(model=exponential,mtbf=10 min)``.
+    """
+    runs = _readable_grid(runs, grid)
     cases = [str(c) for c in dict.fromkeys(runs["case"])]
     colors = {case: f"C{k % 10}" for k, case in enumerate(cases)}
     contexts = _contexts(runs)
@@ -159,6 +165,20 @@ def _draw_convergence(
         row[0].set_ylabel(Y_LABEL)
         if cell:
             row[0].set_title(cell, loc="left", fontsize="small")
+
+
+def _readable_grid(runs: pd.DataFrame, grid: Sequence[str]) -> pd.DataFrame:
+    """``runs`` with its grid columns' mappings and lists (JSON text in ``runs.parquet``)
+    as the sweep's table shows them; other values unchanged."""
+    out = runs.copy()
+    for key in grid:
+        out[key] = runs[key].map(_readable)
+    return out
+
+
+def _readable(value: Any) -> Any:
+    stored = from_stored(value)
+    return cell_value(stored) if isinstance(stored, dict | list) else value
 
 
 def _draw_case(ax: Axes, frame: pd.DataFrame, x: str, color: str, churn: bool) -> None:

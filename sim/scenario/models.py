@@ -187,6 +187,12 @@ class Stop(Section):
         return self
 
 
+#: Shortest ``metrics.every``: 1 µs on the network clock (less would not be a sampling
+#: interval but a float underflow: 5e-324 s overflowed the recorder), a millionth of a
+#: round on the rounds clock (where anything below 1 samples every round).
+MIN_EVERY = 1e-6
+
+
 class Metrics(Section):
     """How often the recorder samples, and extra variance thresholds to time."""
 
@@ -198,6 +204,10 @@ class Metrics(Section):
     def _positive(cls, every: float) -> float:
         if not every > 0:
             raise ValueError(f"expected a positive number of rounds or seconds, got {every!r}")
+        if every < MIN_EVERY:
+            raise ValueError(
+                f"expected at least {MIN_EVERY:g} (1 µs, or a millionth of a round), got {every!r}"
+            )
         return every
 
 

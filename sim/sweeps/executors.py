@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,9 @@ class Task:
         The run's seed.
     keep_dir
         Result folder to write the full run to (``--keep-runs``), or ``None``.
+    max_memory
+        The run's memory limit, bytes (``--max-memory``; ``inf``: none), or ``None``
+        for the worker's default (``AVSIM_MAX_MEMORY``, else the memory available).
     """
 
     index: int
@@ -61,6 +65,7 @@ class Task:
     base_dir: Path
     seed: int
     keep_dir: Path | None = None
+    max_memory: float | None = None
 
 
 #: What a worker sends back: the run's summary (plain Python values) and metric rows.
@@ -70,12 +75,14 @@ Outcome = tuple[dict[str, Any], pd.DataFrame]
 def run_task(task: Task) -> Outcome:
     """Run one task and return its summary (plain Python values) and its metric rows."""
     from sim.engine import run
+    from sim.resources import memory_limit
     from sim.results import plain, write_result
     from sim.scenario import scenario_from_mapping
 
     try:
         scenario = scenario_from_mapping(task.mapping, task.grid, base_dir=task.base_dir)
-        result = run(scenario, seed=task.seed)
+        with memory_limit(task.max_memory) if task.max_memory is not None else nullcontext():
+            result = run(scenario, seed=task.seed)
         if task.keep_dir is not None:
             write_result(result, task.keep_dir, force=True)
     except AvsimError as exc:  # re-raised as the base class: it pickles back from workers

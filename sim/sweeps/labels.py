@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -90,9 +91,9 @@ def show(value: Any) -> str:
     if isinstance(value, Replace):
         return show(value.value)
     if isinstance(value, Mapping):
-        return ",".join(f"{k}={_inner(v)}" for k, v in value.items())
+        return ",".join(f"{k}={cell_value(v)}" for k, v in value.items())
     if isinstance(value, list | tuple):
-        return "[" + ",".join(_inner(v) for v in value) + "]"
+        return "[" + ",".join(cell_value(v) for v in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -104,7 +105,7 @@ def show(value: Any) -> str:
 
 def cell_text(cell: Mapping[str, Any]) -> str:
     """A grid cell as one line: ``peers.count=64, churn=(model=exponential,mtbf=10 min)``."""
-    return ", ".join(f"{key}={_inner(value)}" for key, value in cell.items())
+    return ", ".join(f"{key}={cell_value(value)}" for key, value in cell.items())
 
 
 def row_label(case: str, cell: Mapping[str, Any]) -> str:
@@ -124,9 +125,9 @@ def run_dir_names(parts: Sequence[Sequence[str]]) -> list[str]:
     parts are joined by ``__``. Names that still coincide get ``__run=<index>``.
     """
     names = ["__".join(_safe(part) for part in run) for run in parts]
+    counts = Counter(names)  # not names.count per name: quadratic in a sweep's runs
     return [
-        f"{name}__run={index}" if names.count(name) > 1 else name
-        for index, name in enumerate(names)
+        f"{name}__run={index}" if counts[name] > 1 else name for index, name in enumerate(names)
     ]
 
 
@@ -143,12 +144,27 @@ def _safe(part: str) -> str:
     return f"{text[: MAX_PART_CHARS - 9]}-{digest}"
 
 
+def from_stored(value: Any) -> Any:
+    """A value read back from a sweep's parquet tables: a mapping or a list that
+    :func:`json_text` stored as JSON text is that mapping or list again; any other
+    value is returned as it is."""
+    if not (isinstance(value, str) and value[:1] in ("{", "[")):
+        return value
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        return value
+    return parsed if isinstance(parsed, dict | list) else value
+
+
 def _unwrapped(value: Any) -> Any:
     """JSON's fallback: the value inside a :class:`Replace`, else the text of the value."""
     return value.value if isinstance(value, Replace) else str(value)
 
 
-def _inner(value: Any) -> str:
+def cell_value(value: Any) -> str:
+    """A value as it reads after ``key=`` in a row label: :func:`show`, a mapping in
+    parentheses (``(model=exponential,mtbf=10 min)``)."""
     inside = value.value if isinstance(value, Replace) else value
     return f"({show(inside)})" if isinstance(inside, Mapping) else show(inside)
 

@@ -10,6 +10,7 @@ one result folder per run under ``runs/``, named after its case, grid values and
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,12 +20,14 @@ from typing import Any
 import pandas as pd
 
 from sim.errors import AvsimError, ResultExistsError
+from sim.resources import limit_override, memory_limit
 from sim.results import atomic_write_text, write_parquet
 from sim.scenario import Replace
 from sim.sweeps.executors import Task, default_workers, execute
 from sim.sweeps.frames import arrow_safe, metrics_frame, runs_frame
 from sim.sweeps.journal import Journal
 from sim.sweeps.labels import json_text
+from sim.sweeps.memory import check_sweep_memory
 from sim.sweeps.plan import RunSpec, case_labels, expand
 from sim.sweeps.spec import Sweep, SweepSpec, as_sweep, spec_yaml
 from sim.sweeps.table import Table, markdown, sweep_table, table_note
@@ -89,6 +92,7 @@ def sweep(
     overrides: Mapping[str, Any] | None = None,
     repeats: int | None = None,
     figure: bool = True,
+    max_memory: float | str | None = None,
 ) -> SweepResult:
     """Run every run of a sweep; write the sweep folder when ``out`` is given.
 
@@ -118,26 +122,36 @@ def sweep(
         Runs per case and grid cell (the CLI's ``--repeats``).
     figure
         Draw ``sweep.png`` in the sweep folder (only with ``out``).
+    max_memory
+        Memory limit of every run (bytes, ``"32GiB"``, ``"none"``; the CLI's
+        ``--max-memory``); default: a :func:`sim.resources.memory_limit` around the call,
+        else ``AVSIM_MAX_MEMORY``, else the memory available when each run starts.
 
     Raises
     ------
     ScenarioError
         When the sweep or one of its runs' scenarios is invalid (before anything runs).
+    ResourceError
+        When the sweep's largest run would not fit in the memory limit (before anything
+        runs; :func:`sim.sweeps.memory.check_sweep_memory`).
     ResultExistsError
         When the folder is not empty and neither ``force`` nor a resumable ``resume``.
     """
-    loaded = as_sweep(sweep)
-    plan = expand(loaded, overrides, repeats)
-    if out is None:
-        _check_in_memory(resume, keep_runs)
-        memory = _Memory()
-        _run_missing(loaded, plan, memory, None, workers, scheduler, progress)
-        return _finish(loaded, plan, memory, None)
-    folder = open_folder(Path(out), resume, force)
-    journal = Journal(folder)
-    if not resume:
-        journal.clear()
-    _run_missing(loaded, plan, journal, folder if keep_runs else None, workers, scheduler, progress)
+    with memory_limit(max_memory) if max_memory is not None else contextlib.nullcontext():
+        loaded = as_sweep(sweep)
+        plan = expand(loaded, overrides, repeats)
+        check_sweep_memory(loaded, plan, overrides)
+        execution = _Execution(workers, scheduler, progress, limit_override())
+        if out is None:
+            _check_in_memory(resume, keep_runs)
+            memory = _Memory()
+            _run_missing(loaded, plan, memory, None, execution)
+            return _finish(loaded, plan, memory, None)
+        folder = open_folder(Path(out), resume, force)
+        journal = Journal(folder)
+        if not resume:
+            journal.clear()
+        _run_missing(loaded, plan, journal, folder if keep_runs else None, execution)
     result = _finish(loaded, plan, journal, folder, _run_note(overrides, repeats))
     if figure:
         _write_figure(folder)
@@ -165,29 +179,40 @@ def _check_in_memory(resume: bool, keep_runs: bool) -> None:
             raise AvsimError(f"{name}=True needs out=, the sweep folder to write")
 
 
+@dataclass(frozen=True)
+class _Execution:
+    """How the runs execute: worker count, Dask scheduler, progress callback, and the
+    memory limit each run gets (``None``: its process's default)."""
+
+    workers: int | None
+    scheduler: str | None
+    progress: SweepProgress | None
+    max_memory: float | None
+
+
 def _run_missing(
     sweep: Sweep,
     plan: list[RunSpec],
     store: Journal | _Memory,
     keep: Path | None,
-    workers: int | None,
-    scheduler: str | None,
-    progress: SweepProgress | None,
+    execution: _Execution,
 ) -> None:
     done = store.read()
     todo = [run for run in plan if run.key not in done]
-    tasks = [_task(sweep, run, keep) for run in todo]
+    tasks = [_task(sweep, run, keep, execution.max_memory) for run in todo]
     finished = len(plan) - len(todo)
+    progress = execution.progress
     _report(progress, finished, len(plan))
-    for index, (summary, metrics) in execute(tasks, workers or default_workers(), scheduler):
+    workers = execution.workers or default_workers()
+    for index, (summary, metrics) in execute(tasks, workers, execution.scheduler):
         store.append(plan[index].key, index, summary, metrics)
         finished += 1
         _report(progress, finished, len(plan))
 
 
-def _task(sweep: Sweep, run: RunSpec, keep: Path | None) -> Task:
+def _task(sweep: Sweep, run: RunSpec, keep: Path | None, max_memory: float | None) -> Task:
     keep_dir = None if keep is None else keep / "runs" / run.dirname
-    return Task(run.index, run.mapping, run.grid, sweep.base_dir, run.seed, keep_dir)
+    return Task(run.index, run.mapping, run.grid, sweep.base_dir, run.seed, keep_dir, max_memory)
 
 
 def _finish(

@@ -33,6 +33,7 @@ from pydantic import (
 
 from sim.errors import ScenarioError
 from sim.scenario import read_yaml
+from sim.scenario.models import MAX_REPEATS
 from sim.scenario.reading import load_text, mapping_of, read_text
 
 SWEEP_KEYS = (
@@ -81,7 +82,10 @@ class SweepSpec(BaseModel):
         default=None, description="Base scenario written inline (instead of `base`)."
     )
     repeats: int | None = Field(
-        default=None, ge=1, description="Runs per case and grid cell [default: the base's]."
+        default=None,
+        ge=1,
+        le=MAX_REPEATS,
+        description="Runs per case and grid cell [default: the base's].",
     )
     cases: list[Case] = Field(
         default_factory=_one_empty_case,
