@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from sim.kernels._xp import column, namespace, take_rows
-from sim.kernels.compression import roundtrip
+from sim.kernels.compression import IDENTITY, Wire, WireLike, as_wire
 from sim.kernels.mixing import replace_rows
 
 
@@ -29,7 +29,7 @@ def butterfly_pieces(
     reducer: np.ndarray,
     contributes: np.ndarray,
     receives: np.ndarray,
-    method: str = "none",
+    wire: WireLike = IDENTITY,
 ) -> tuple[Any, np.ndarray]:
     """Apply one group's butterfly all-reduce, piece by piece.
 
@@ -47,8 +47,8 @@ def butterfly_pieces(
     contributes, receives
         (P, g) host bool: which members' values enter piece p's mean, and which members
         end with that mean. A piece with no contributor changes nothing.
-    method
-        Wire compression (:data:`sim.kernels.compression.METHODS`).
+    wire
+        How every piece travels (a :class:`~sim.kernels.compression.Wire` or its name).
 
     Returns
     -------
@@ -58,7 +58,7 @@ def butterfly_pieces(
         (dim,) float64: Σ over members of (new − old), i.e. how much the group moved the
         global sum (0 up to round-off when every contributor receives, uncompressed).
     """
-    xp = namespace(x)
+    xp, wire = namespace(x), as_wire(wire)
     old = take_rows(xp, x, members)
     blocks, stops = [], []
     for p in range(bounds.shape[0]):
@@ -67,7 +67,7 @@ def butterfly_pieces(
             continue
         stops.append((start, stop))
         blocks.append(
-            _piece(xp, old[:, start:stop], int(reducer[p]), contributes[p], receives[p], method)
+            _piece(xp, old[:, start:stop], int(reducer[p]), contributes[p], receives[p], wire)
         )
     if not blocks:
         return x, np.zeros(int(x.shape[1]))
@@ -76,17 +76,17 @@ def butterfly_pieces(
 
 
 def _piece(
-    xp: Any, block: Any, r: int, contributes: np.ndarray, receives: np.ndarray, method: str
+    xp: Any, block: Any, r: int, contributes: np.ndarray, receives: np.ndarray, wire: Wire
 ) -> Any:
     """The (g, width) values of one piece after its reduce-scatter and all-gather."""
     g = block.shape[0]
     is_reducer = np.arange(g) == r
-    sent, _ = roundtrip(block, method)
-    if method != "none":
+    sent = wire.receive(block)
+    if not wire.exact:  # the reducer uses its own exact values
         sent = xp.where(column(xp, block, is_reducer) > 0, block, sent)
     weight = column(xp, block, contributes.astype(float))
     reduced = xp.sum(sent * weight, axis=0) / float(contributes.sum())
-    reply, _ = roundtrip(reduced, method)
+    reply = wire.receive(reduced)
     values = xp.where(column(xp, block, is_reducer) > 0, reduced, reply)
     return xp.where(column(xp, block, receives.astype(float)) > 0, values, block)
 

@@ -1,247 +1,300 @@
-"""Wire compression: what a receiver gets for a batch of messages, and how many bytes it took.
+"""Wire compression as objects: what a message costs in bytes and what its receiver decodes.
 
-Pure functions over ``(n_messages, n_coords)`` arrays on any array-API backend (rows are
-messages; every row is quantized with its own statistics). No randomness, no state.
+A :class:`Wire` is how vectors travel between peers (``protocol.compression`` names
+one). It answers two questions, vectorised over messages (rows of an
+``(n_messages, n_coords)`` array on any array-API backend, each quantized with its own
+statistics): :meth:`Wire.nbytes`, the bytes of messages of given sizes, and
+:meth:`Wire.receive`, the values a receiver decodes. There is no byte stream: we
+simulate the receiver's values, so there is no separate compress/extract pair.
 
-| method | receiver gets | wire bytes per message of n coordinates |
-| --- | --- | --- |
-| ``none`` | x | n·itemsize |
-| ``fp16`` | x rounded to float16 (clamped to ±65504) | 2n |
-| ``uniform8`` | centre of x's bin among 256 on mean ± 6σ | n + 2·4 (two float32) |
-| ``quantile8`` | mean of x's bin among 256 equal-count bins | n + 256·4 (float32 table) |
+| name | class | receiver gets | bytes per message of n coordinates |
+| --- | --- | --- | --- |
+| ``none`` | :class:`IdentityWire` | x itself | n·itemsize |
+| ``fp16`` | :class:`Fp16Wire` | x rounded to float16 (clamped to ±65504) | 2n |
+| ``uniform8`` | :class:`Uniform8Wire` | centre of x's bin among 256 on mean ± 6σ | n + 2·4 |
+| ``quantile8`` | :class:`Quantile8Wire` | mean of x's bin among 256 equal-count bins | n + 256·4 |
 
-A message of zero coordinates is not sent (0 bytes).
+A message of zero coordinates is not sent (0 bytes). :func:`wire_for` is the one place
+that maps a name to its wire; protocols call it once, when they are built, and hand the
+object to the kernels. The name-level functions below (:func:`roundtrip`,
+:func:`wire_bytes`, ...) are shorthands for the same objects.
+
+References
+----------
+hivemind, ``hivemind/compression/base.py``: ``CompressionBase`` with ``NoCompression``
+(and ``Float16Compression``, ``Uniform8BitQuantization``, ``Quantile8BitQuantization``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from sim.kernels._xp import is_numpy, namespace, to_backend
+from sim.kernels._xp import namespace
+from sim.kernels.quantize import FP16_MAX, N_BINS, UNIFORM8_SIGMAS, fp16_round, quantile8, uniform8
 
-METHODS = ("none", "fp16", "uniform8", "quantile8")
-#: Number of 8-bit codes.
-N_BINS = 256
-#: Half-width of the ``uniform8`` range in standard deviations.
-UNIFORM8_SIGMAS = 6.0
-#: Largest finite float16.
-FP16_MAX = 65504.0
+__all__ = [
+    "FP16_MAX",
+    "IDENTITY",
+    "METHODS",
+    "N_BINS",
+    "UNIFORM8_SIGMAS",
+    "WIRES",
+    "Fp16Wire",
+    "IdentityWire",
+    "Quantile8Wire",
+    "Uniform8Wire",
+    "Wire",
+    "WireLike",
+    "WireName",
+    "as_wire",
+    "fp16_round",
+    "roundtrip",
+    "roundtrip_parts",
+    "wire_bytes",
+    "wire_bytes_of",
+    "wire_for",
+]
+
 _FLOAT32_BYTES = 4
 
 
-def wire_bytes(method: str, n_coords: int, itemsize: int) -> int:
-    """Bytes on the wire for one message.
+class Wire:
+    """How a message travels: its bytes, and the values its receiver decodes.
 
-    Parameters
-    ----------
-    method
-        One of :data:`METHODS`.
-    n_coords
-        Coordinates in the message (≥ 0).
-    itemsize
-        Bytes per coordinate of the uncompressed vector (its dtype's itemsize).
+    A subclass sets ``name`` (its ``protocol.compression`` value), ``header_bytes`` and
+    :meth:`coord_bytes`, and implements :meth:`_decode`. Wires hold no state; the
+    registry :data:`WIRES` holds one instance of each.
 
-    Returns
-    -------
-    Bytes: ``none`` n·itemsize, ``fp16`` 2n, ``uniform8`` n + 8 (1 byte per coordinate
-    and two float32 range parameters), ``quantile8`` n + 1024 (1 byte per coordinate and
-    a 256-entry float32 table); 0 when n = 0 (nothing is sent).
+    ``exact`` is True for the identity wire only: :meth:`receive` returns its input
+    itself (no copy), so the receiver has the sender's values bit for bit. Code may
+    read it, never the name, and only to skip work an exact wire makes useless:
+
+    - kernels use one difference for both ends of an exchange and decode nothing
+      (:mod:`sim.kernels.pairwise`, :func:`~sim.kernels.mixing.a2cid2_exchange`,
+      :func:`~sim.kernels.butterfly.butterfly_pieces`);
+    - protocols take the exact-mean kernels (``group_mean``, ``neighbour_mean``) instead
+      of the message-by-message arithmetic (butterfly pieces, ring hops, decoded
+      neighbour rows), equal up to round-off only, and keep the fluid split of a vector
+      into S/g bytes where quantized messages carry whole coordinates;
+    - the memory model counts no decoded copies, and the invariants on sums and hulls
+      that a lossy wire breaks stay in force.
     """
-    return int(wire_bytes_of(method, np.asarray(n_coords), itemsize))
+
+    name: ClassVar[str] = ""
+    exact: ClassVar[bool] = False
+    #: Bytes of every non-empty message on top of its coordinates (a quantizer's table).
+    header_bytes: ClassVar[int] = 0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def coord_bytes(self, itemsize: int) -> int:
+        """Bytes per coordinate on the wire, for a vector of ``itemsize``-byte values."""
+        raise NotImplementedError
+
+    def nbytes(self, n_coords: Any, itemsize: int) -> np.ndarray:
+        """Bytes of messages of ``n_coords`` coordinates (an int or an array of them):
+        float64, the shape of ``n_coords``; 0 for an empty message (nothing is sent)."""
+        n = np.asarray(n_coords, dtype=np.int64)
+        per_message = n * self.coord_bytes(itemsize) + self.header_bytes
+        return np.where(n > 0, per_message, 0).astype(np.float64)
+
+    def message_bytes(self, n_coords: int, itemsize: int) -> int:
+        """Bytes of one message of ``n_coords`` coordinates (0 when it is empty)."""
+        n = int(n_coords)
+        return n * self.coord_bytes(itemsize) + self.header_bytes if n > 0 else 0
+
+    def receive(self, x: Any) -> Any:
+        """The values a receiver decodes from messages ``x``.
+
+        Parameters
+        ----------
+        x
+            (n_messages, n_coords) or (n_coords,) real floating array, one message per
+            row; finite values.
+
+        Returns
+        -------
+        Same shape and dtype as ``x`` (``x`` itself on an exact wire, or when there is
+        nothing to send: do not modify it in place).
+        """
+        xp = namespace(x)
+        _check_real(xp, x)
+        return self._receive(xp, x)
+
+    def _receive(self, xp: Any, x: Any) -> Any:
+        """:meth:`receive` of a checked ``x``."""
+        rows = x if x.ndim == 2 else xp.reshape(x, (1, -1))
+        if rows.shape[0] == 0 or rows.shape[1] == 0:
+            return x
+        received = self._decode(xp, rows)
+        return received if x.ndim == 2 else xp.reshape(received, x.shape)
+
+    def _decode(self, xp: Any, rows: Any) -> Any:
+        """The decoded values of non-empty messages ``rows`` (n_messages, n_coords)."""
+        raise NotImplementedError
+
+    def roundtrip(self, x: Any) -> tuple[Any, int]:
+        """(:meth:`receive` of ``x``, total bytes of its messages).
+
+        Notes
+        -----
+        A message of one coordinate, or of equal values, round-trips exactly on every
+        wire except ``fp16`` (which rounds every value to float16).
+        """
+        xp = namespace(x)
+        _check_real(xp, x)
+        n_messages, n_coords = (x if x.ndim == 2 else xp.reshape(x, (1, -1))).shape
+        nbytes = n_messages * self.message_bytes(n_coords, int(xp.finfo(x.dtype).bits) // 8)
+        return self._receive(xp, x), nbytes
+
+    def roundtrip_parts(
+        self, x: Any, starts: np.ndarray, stops: np.ndarray
+    ) -> tuple[Any, np.ndarray]:
+        """:meth:`roundtrip` of every row cut into parts (the butterfly's messages).
+
+        Parameters
+        ----------
+        x
+            (n_rows, dim) real floating array.
+        starts, stops
+            (g,) host integers: part j is coordinates ``starts[j]:stops[j]`` of every
+            row (consecutive and covering ``0:dim``, e.g. from ``part_bounds``).
+
+        Returns
+        -------
+        x_received
+            (n_rows, dim): every (row, part) message decoded on its own.
+        wire_bytes
+            (g,) int64: bytes of part j summed over the rows.
+        """
+        pieces, nbytes = [], np.zeros(len(starts), dtype=np.int64)
+        for j, (start, stop) in enumerate(zip(starts, stops, strict=True)):
+            piece, nbytes[j] = self.roundtrip(x[:, int(start) : int(stop)])
+            pieces.append(piece)
+        if self.exact:  # every piece is a view of x: nothing to assemble
+            return x, nbytes
+        return namespace(x).concat(pieces, axis=1), nbytes
 
 
-def wire_bytes_of(method: str, n_coords: np.ndarray, itemsize: int) -> np.ndarray:
-    """:func:`wire_bytes` of many messages at once: float64 bytes, the shape of ``n_coords``."""
-    _check_method(method)
-    n = np.asarray(n_coords, dtype=np.int64)
-    per_coord = {"none": itemsize, "fp16": 2, "uniform8": 1, "quantile8": 1}[method]
-    header = {"none": 0, "fp16": 0, "uniform8": 2, "quantile8": N_BINS}[method] * _FLOAT32_BYTES
-    return np.where(n > 0, n * per_coord + header, 0).astype(np.float64)
+class IdentityWire(Wire):
+    """No compression: the receiver gets the sender's values (hivemind's ``NoCompression``)."""
+
+    name = "none"
+    exact = True
+
+    def coord_bytes(self, itemsize: int) -> int:
+        """The vector's own ``itemsize``."""
+        return itemsize
+
+    def receive(self, x: Any) -> Any:
+        """``x`` itself: no copy, no check."""
+        return x
+
+    def _receive(self, xp: Any, x: Any) -> Any:
+        return x
 
 
-def roundtrip(x: Any, method: str) -> tuple[Any, int]:
-    """The values a receiver decodes from a batch of messages, and the bytes sent.
+class Fp16Wire(Wire):
+    """Every value rounded to the nearest float16, clamped to ±65504 (:func:`fp16_round`)."""
 
-    Parameters
-    ----------
-    x
-        (n_messages, n_coords) or (n_coords,) real floating array (one message per row);
-        finite values.
-    method
-        One of :data:`METHODS`.
+    name = "fp16"
 
-    Returns
-    -------
-    x_received
-        Same shape and dtype as ``x``: the dequantized values (``x`` itself for
-        ``none``: do not modify it in place).
-    wire_bytes
-        Total bytes of all messages, :func:`wire_bytes` times the number of messages.
+    def coord_bytes(self, itemsize: int) -> int:
+        """2 bytes."""
+        return 2
 
-    Notes
-    -----
-    A message of one coordinate, or of equal values, round-trips exactly under every
-    method except ``fp16`` (which rounds every value to float16).
-    """
-    _check_method(method)
-    xp = namespace(x)
-    if not xp.isdtype(x.dtype, "real floating"):
-        raise ValueError(f"x: expected a real floating array, got dtype {x.dtype}")
-    rows = x if x.ndim == 2 else xp.reshape(x, (1, -1))
-    n_messages, n_coords = rows.shape
-    nbytes = n_messages * wire_bytes(method, n_coords, _itemsize(x))
-    if method == "none" or n_coords == 0 or n_messages == 0:
-        return x, nbytes
-    received = _DECODERS[method](xp, rows)
-    return (received if x.ndim == 2 else xp.reshape(received, x.shape)), nbytes
+    def _decode(self, xp: Any, rows: Any) -> Any:
+        return fp16_round(rows)
+
+
+class Uniform8Wire(Wire):
+    """One byte per value: 256 equal bins on mean ± 6σ of each message, plus two float32
+    range parameters (:func:`~sim.kernels.quantize.uniform8`)."""
+
+    name = "uniform8"
+    header_bytes = 2 * _FLOAT32_BYTES
+
+    def coord_bytes(self, itemsize: int) -> int:
+        """1 byte."""
+        return 1
+
+    def _decode(self, xp: Any, rows: Any) -> Any:
+        return uniform8(xp, rows)
+
+
+class Quantile8Wire(Wire):
+    """One byte per value: 256 equal-count bins of each message, plus a 256-entry float32
+    table of bin means (:func:`~sim.kernels.quantize.quantile8`)."""
+
+    name = "quantile8"
+    header_bytes = N_BINS * _FLOAT32_BYTES
+
+    def coord_bytes(self, itemsize: int) -> int:
+        """1 byte."""
+        return 1
+
+    def _decode(self, xp: Any, rows: Any) -> Any:
+        return quantile8(xp, rows)
+
+
+#: The exact wire (``compression: none``).
+IDENTITY = IdentityWire()
+#: Every wire by its ``protocol.compression`` name.
+WIRES: dict[str, Wire] = {
+    wire.name: wire for wire in (IDENTITY, Fp16Wire(), Uniform8Wire(), Quantile8Wire())
+}
+#: The names of :data:`WIRES`, in order.
+METHODS = tuple(WIRES)
+#: The names as a type, for the scenario schema (a unit test keeps it equal to METHODS).
+WireName = Literal["none", "fp16", "uniform8", "quantile8"]
+#: A wire, or its name (resolved by :func:`wire_for`).
+WireLike = Wire | str
+
+
+def wire_for(name: str) -> Wire:
+    """The wire named ``name`` (a ``protocol.compression`` value): the one place that
+    maps a name to a wire. Raises ValueError for an unknown name, listing the known ones."""
+    try:
+        return WIRES[name]
+    except (KeyError, TypeError):
+        expected = ", ".join(METHODS)
+        raise ValueError(f"compression: expected one of {expected}, got {name!r}") from None
+
+
+def as_wire(wire: WireLike) -> Wire:
+    """``wire`` itself, or the wire it names (:func:`wire_for`)."""
+    return wire if isinstance(wire, Wire) else wire_for(wire)
+
+
+def wire_bytes(method: WireLike, n_coords: int, itemsize: int) -> int:
+    """Bytes on the wire for one message of ``n_coords`` coordinates of ``itemsize``
+    bytes each (:meth:`Wire.message_bytes`): ``none`` n·itemsize, ``fp16`` 2n,
+    ``uniform8`` n + 8, ``quantile8`` n + 1024; 0 when n = 0 (nothing is sent)."""
+    return as_wire(method).message_bytes(n_coords, itemsize)
+
+
+def wire_bytes_of(method: WireLike, n_coords: np.ndarray, itemsize: int) -> np.ndarray:
+    """:func:`wire_bytes` of many messages at once (:meth:`Wire.nbytes`): float64
+    bytes, the shape of ``n_coords``."""
+    return as_wire(method).nbytes(n_coords, itemsize)
+
+
+def roundtrip(x: Any, method: WireLike) -> tuple[Any, int]:
+    """The values a receiver decodes from a batch of messages (rows of ``x``), and the
+    bytes sent (:meth:`Wire.roundtrip`)."""
+    return as_wire(method).roundtrip(x)
 
 
 def roundtrip_parts(
-    x: Any, starts: np.ndarray, stops: np.ndarray, method: str
+    x: Any, starts: np.ndarray, stops: np.ndarray, method: WireLike
 ) -> tuple[Any, np.ndarray]:
-    """:func:`roundtrip` for every row cut into parts (the butterfly's messages).
-
-    Parameters
-    ----------
-    x
-        (n_rows, dim) real floating array.
-    starts, stops
-        (g,) host integers: part j is coordinates ``starts[j]:stops[j]`` of every row
-        (consecutive and covering ``0:dim``, e.g. from ``part_bounds``).
-    method
-        One of :data:`METHODS`.
-
-    Returns
-    -------
-    x_received
-        (n_rows, dim): every (row, part) message decoded on its own.
-    wire_bytes
-        (g,) int64: bytes of part j summed over the rows.
-    """
-    xp = namespace(x)
-    pieces, nbytes = [], np.zeros(len(starts), dtype=np.int64)
-    for j, (start, stop) in enumerate(zip(starts, stops, strict=True)):
-        piece, nbytes[j] = roundtrip(x[:, int(start) : int(stop)], method)
-        pieces.append(piece)
-    if method == "none":
-        return x, nbytes
-    return xp.concat(pieces, axis=1), nbytes
+    """:func:`roundtrip` for every row cut into parts (:meth:`Wire.roundtrip_parts`)."""
+    return as_wire(method).roundtrip_parts(x, starts, stops)
 
 
-def fp16_round(x: Any) -> Any:
-    """x clamped to ±65504 and rounded to the nearest float16 (ties to even), in x's dtype.
-
-    Notes
-    -----
-    Where the namespace has ``float16`` (numpy, CuPy) this is a cast there and back.
-    Otherwise (``array_api_strict``) the rounding is emulated exactly: with
-    e = clip(⌊log₂|x|⌋, −14, 15) the float16 spacing is q = 2^(e−10) (subnormals below
-    2^−14 share q = 2^−24) and the result is round_half_even(x/q)·q, every step exact.
-    """
-    xp = namespace(x)
-    clamped = xp.clip(x, -FP16_MAX, FP16_MAX)
-    if hasattr(xp, "float16"):
-        return xp.astype(xp.astype(clamped, xp.float16), x.dtype)
-    magnitude = xp.abs(clamped)
-    safe = xp.where(magnitude > 0, magnitude, xp.ones_like(magnitude))
-    exponent = xp.floor(xp.log2(safe))
-    # log2 may round up just below a power of two (or down just above): correct it
-    exponent = xp.where(2.0**exponent > safe, exponent - 1, exponent)
-    exponent = xp.where(2.0 ** (exponent + 1) <= safe, exponent + 1, exponent)
-    step = 2.0 ** (xp.clip(exponent, -14.0, 15.0) - 10)
-    return xp.round(clamped / step) * step
-
-
-def _uniform8(xp: Any, x: Any) -> Any:
-    """Each row to the centres of 256 equal bins on mean ± 6σ (values outside clipped).
-
-    Notes
-    -----
-    With lo = μ − 6σ, Δ = 12σ/256: code k = clip(⌊(x − lo)/Δ⌋, 0, 255) and the receiver
-    takes lo + (k + ½)·Δ, within Δ/2 of every x inside [lo, lo + 256Δ]. A row of equal
-    values (σ = 0) sends that value as lo with Δ = 0 and is exact.
-    """
-    mean = xp.mean(x, axis=1, keepdims=True)
-    sigma = xp.std(x, axis=1, keepdims=True)
-    constant = xp.min(x, axis=1, keepdims=True) == xp.max(x, axis=1, keepdims=True)
-    lo = xp.where(constant, x[:, :1], mean - UNIFORM8_SIGMAS * sigma)
-    width = xp.where(constant, xp.zeros_like(sigma), 2 * UNIFORM8_SIGMAS * sigma / N_BINS)
-    safe_width = xp.where(width > 0, width, xp.ones_like(width))
-    code = xp.clip(xp.floor((x - lo) / safe_width), 0.0, N_BINS - 1.0)
-    return lo + (code + 0.5) * width
-
-
-def _quantile8(xp: Any, x: Any) -> Any:
-    """Each row to the mean of its value's bin among 256 bins of (nearly) equal counts.
-
-    Notes
-    -----
-    Bin k holds the sorted ranks ⌈k·n/256⌉ … ⌈(k+1)·n/256⌉ − 1: bin edges at the
-    empirical quantiles k/256. The table entry of a bin is the mean of its values,
-    clipped to their [min, max]. A value is coded by the bin of its left rank r (the
-    number of smaller values in the row), so equal values share a code; as the value
-    sits at sorted rank r, its error is at most its bin's width (max − min). A row of
-    equal values is exact, and so is a row of fewer than 256 values (one per bin).
-    Empty bins' entries are unused.
-    """
-    n_coords = x.shape[1]
-    ordered, ranks = _sorted_and_left_ranks(xp, x)
-    table = _bin_means(xp, ordered, n_coords)
-    return xp.take_along_axis(table, (ranks * N_BINS) // n_coords, axis=1)
-
-
-def _sorted_and_left_ranks(xp: Any, x: Any) -> tuple[Any, Any]:
-    """Row-sorted values, and for every value the number of values below it in its row."""
-    if is_numpy(x):
-        return _sorted_and_left_ranks_numpy(x)
-    ordered = xp.sort(x, axis=1)
-    rows = [xp.searchsorted(ordered[i, :], x[i, :]) for i in range(x.shape[0])]
-    return ordered, xp.stack(rows)
-
-
-def _sorted_and_left_ranks_numpy(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """numpy fast path (one argsort instead of a binary search per value); same integers."""
-    order = np.argsort(x, axis=1)
-    ordered = np.take_along_axis(x, order, axis=1)
-    position = np.arange(x.shape[1])
-    starts_run = np.ones(ordered.shape, dtype=bool)
-    starts_run[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    first = np.maximum.accumulate(np.where(starts_run, position, 0), axis=1)
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, first, axis=1)
-    return ordered, ranks
-
-
-def _bin_means(xp: Any, ordered: Any, n_coords: int) -> Any:
-    """(n_messages, 256) clipped bin means of row-sorted values ``ordered``."""
-    bins = np.arange(N_BINS + 1, dtype=np.int64)
-    edges = (bins * n_coords + N_BINS - 1) // N_BINS
-    starts, counts = edges[:-1], np.diff(edges)
-    width = max(int(counts.max()), 1)
-    slot = starts[:, None] + np.arange(width)[None, :]
-    inside = to_backend(xp, ordered, slot < edges[1:, None])
-    index = to_backend(xp, ordered, np.minimum(slot, n_coords - 1).reshape(-1))
-    block = xp.reshape(xp.take(ordered, index, axis=1), (ordered.shape[0], N_BINS, width))
-    total = xp.sum(xp.where(inside, block, xp.zeros_like(block)), axis=2)
-    mean = total / to_backend(xp, ordered, np.maximum(counts, 1), dtype=ordered.dtype)
-    lowest = xp.take(ordered, to_backend(xp, ordered, np.minimum(starts, n_coords - 1)), axis=1)
-    highest = xp.take(ordered, to_backend(xp, ordered, np.maximum(edges[1:] - 1, 0)), axis=1)
-    return xp.clip(mean, lowest, xp.maximum(highest, lowest))
-
-
-def _itemsize(x: Any) -> int:
-    return int(namespace(x).finfo(x.dtype).bits) // 8
-
-
-def _check_method(method: str) -> None:
-    if method not in METHODS:
-        raise ValueError(f"compression: expected one of {', '.join(METHODS)}, got {method!r}")
-
-
-_DECODERS = {
-    "fp16": lambda xp, x: fp16_round(x),
-    "uniform8": _uniform8,
-    "quantile8": _quantile8,
-}
+def _check_real(xp: Any, x: Any) -> None:
+    if not xp.isdtype(x.dtype, "real floating"):
+        raise ValueError(f"x: expected a real floating array, got dtype {x.dtype}")

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from sim.kernels._xp import column, is_numpy, namespace, take_rows, to_backend
-from sim.kernels.compression import roundtrip
+from sim.kernels.compression import IDENTITY, WireLike, as_wire
+from sim.kernels.pairwise import sent_differences
 
 
 def mix_coefficient(elapsed: np.ndarray, eta: float) -> np.ndarray:
@@ -81,7 +82,7 @@ def a2cid2_exchange(
     j: np.ndarray,
     c: np.ndarray,
     alpha_tilde: float,
-    compression: str = "none",
+    wire: WireLike = IDENTITY,
 ) -> tuple[Any, Any]:
     """Mix both ends of disjoint exchanges forward, then apply the momentum exchange.
 
@@ -96,9 +97,9 @@ def a2cid2_exchange(
         that row was last brought forward up to its exchange.
     alpha_tilde
         Weight α̃ of the exchange on x̃.
-    compression
-        Wire compression of the x rows sent (a method of :mod:`sim.kernels.compression`,
-        each row one message; x̃ is not sent); default ``none``.
+    wire
+        How the x rows travel (a :class:`~sim.kernels.compression.Wire` or its name,
+        each row one message; x̃ is not sent); default exact.
 
     Returns
     -------
@@ -110,7 +111,8 @@ def a2cid2_exchange(
     x_i −= m/2, x̃_i −= α̃·m, x_j += m/2, x̃_j += α̃·m. Σx and Σx̃ are kept by the
     exchange, Σ(x + x̃) by the mixing.
 
-    With compression each end uses its own exact value and the other's dequantized one:
+    Through a lossy wire each end uses its own exact value and the other's decoded one
+    (:func:`~sim.kernels.pairwise.sent_differences`):
     m_i = x_i − Q(x_j), m_j = Q(x_i) − x_j; x_i −= m_i/2, x̃_i −= α̃·m_i, x_j += m_j/2,
     x̃_j += α̃·m_j. Σx and Σx̃ then move by the wire's error.
 
@@ -118,22 +120,16 @@ def a2cid2_exchange(
     ----------
     Nabli, Belilovsky, Oyallon, NeurIPS 2023 (A²CiD², Algorithm 1).
     """
+    wire = as_wire(wire)
     rows = np.concatenate((i, j))
-    if is_numpy(x) and compression == "none":
+    if is_numpy(x) and wire.exact:
         return _exchange_numpy(x, x_tilde, rows, c, alpha_tilde)
     xp = namespace(x)
     ends, ends_tilde = take_rows(xp, x, rows), take_rows(xp, x_tilde, rows)
     if np.any(c):
         ends, ends_tilde = a2cid2_mix(ends, ends_tilde, c)
     pairs = i.size
-    if compression == "none":
-        m = ends[:pairs, ...] - ends[pairs:, ...]
-        both = xp.concat((m, m), axis=0)
-    else:
-        received = roundtrip(ends, compression)[0]
-        m_i = ends[:pairs, ...] - received[pairs:, ...]
-        m_j = received[:pairs, ...] - ends[pairs:, ...]
-        both = xp.concat((m_i, m_j), axis=0)
+    both = xp.concat(sent_differences(ends, wire), axis=0)
     sign = to_backend(xp, ends, np.repeat([-1.0, 1.0], pairs).reshape(-1, 1), dtype=x.dtype)
     ends = ends + sign * (0.5 * both)
     ends_tilde = ends_tilde + sign * (alpha_tilde * both)

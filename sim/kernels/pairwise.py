@@ -1,4 +1,18 @@
-"""Pairwise exchanges applied as deltas: the kernel of randomized (pairwise) gossip."""
+"""Pairwise exchanges through a wire: the one implementation behind every protocol that
+exchanges vectors in pairs (``pairwise_gossip`` on both clocks, ``a2cid2``).
+
+An exchange between i and j has two halves, which continuous-time protocols run at
+different instants (the snapshot when the flows start, the update when both arrived):
+
+- :func:`exchange_differences` (the snapshot): each end's own exact row minus what it
+  decodes from the other, d_i = s_i − Q(s_j) and d_j = Q(s_i) − s_j (s the rows sent,
+  Q the wire's :meth:`~sim.kernels.compression.Wire.receive`); on an exact wire one
+  array s_i − s_j serves both ends;
+- :func:`move_pairs` (the update): x_i ← x_i − c·d_i, x_j ← x_j + c·d_j (pairwise
+  gossip c = ½; A²CiD² also moves x̃ with c = α̃).
+
+:func:`pairwise_delta` is both halves at once, from given snapshots.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +20,89 @@ from typing import Any
 
 import numpy as np
 
-from sim.kernels._xp import is_numpy, namespace, take_rows, to_backend
+from sim.kernels._xp import namespace, take_rows, to_backend
+from sim.kernels.compression import IDENTITY, Wire, WireLike, as_wire, wire_for
+
+
+def exchange_differences(x: Any, i: Any, j: Any, wire: WireLike = IDENTITY) -> tuple[Any, Any]:
+    """What the ends of exchanges (i_p, j_p) apply, from their rows as sent now.
+
+    Parameters
+    ----------
+    x
+        (n_peers, dim) floating array (not modified).
+    i, j
+        (P,) host integer rows of disjoint pairs, or two ints for one exchange.
+    wire
+        How each end's row reaches the other (one message per row).
+
+    Returns
+    -------
+    d_i, d_j
+        (P, dim) arrays ((dim,) for one exchange): d_i = s_i − Q(s_j) and
+        d_j = Q(s_i) − s_j with s the current rows and Q the wire's decoding. On an
+        exact wire both are s_i − s_j: the same array, returned twice.
+    """
+    wire = wire if isinstance(wire, Wire) else wire_for(wire)
+    one = type(i) is int or isinstance(i, np.integer)
+    if wire.exact:
+        if one:
+            d = x[i, ...] - x[j, ...]
+        else:
+            xp = namespace(x)
+            d = take_rows(xp, x, i) - take_rows(xp, x, j)
+        return d, d
+    rows = np.array([i, j]) if one else np.concatenate((i, j))
+    d_i, d_j = sent_differences(take_rows(namespace(x), x, rows), wire)
+    return (d_i[0, ...], d_j[0, ...]) if one else (d_i, d_j)
+
+
+def sent_differences(sent: Any, wire: WireLike = IDENTITY) -> tuple[Any, Any]:
+    """:func:`exchange_differences` of rows already taken: ``sent`` is (2P, dim), the
+    rows of the ends i then those of the ends j; returns (d_i, d_j), each (P, dim)."""
+    wire = as_wire(wire)
+    pairs = sent.shape[0] // 2
+    if wire.exact:
+        d = sent[:pairs, ...] - sent[pairs:, ...]
+        return d, d
+    received = wire.receive(sent)
+    return sent[:pairs, ...] - received[pairs:, ...], received[:pairs, ...] - sent[pairs:, ...]
+
+
+def move_pairs(x: Any, i: Any, j: Any, d_i: Any, d_j: Any, scale: float | None = None) -> Any:
+    """x_i ← x_i − c·d_i, x_j ← x_j + c·d_j for disjoint pairs (c = ``scale``, or 1).
+
+    Parameters
+    ----------
+    x
+        (n_peers, dim) floating array; numpy arrays are updated in place.
+    i, j
+        (P,) host integer rows, all 2P distinct, or two ints for one exchange.
+    d_i, d_j
+        (P, dim) arrays ((dim,) for one exchange) of x's backend, e.g. from
+        :func:`exchange_differences`; the same array for both ends is scaled once.
+    scale
+        The factor c (None: the deltas as given).
+
+    Returns
+    -------
+    (n_peers, dim) array: ``x`` itself for numpy, a new array otherwise.
+    """
+    if scale is not None:
+        step = scale * d_i
+        d_j = step if d_j is d_i else scale * d_j
+        d_i = step
+    if type(x) is np.ndarray:
+        x[i] -= d_i
+        x[j] += d_j
+        return x
+    xp = namespace(x)
+    if type(i) is int or isinstance(i, np.integer):  # one exchange: rows of shape (1, dim)
+        i, j = np.array([i]), np.array([j])
+        shared = d_j is d_i
+        d_i = xp.reshape(d_i, (1, -1))
+        d_j = d_i if shared else xp.reshape(d_j, (1, -1))
+    return _move_rows(xp, x, np.asarray(i, dtype=np.intp), np.asarray(j, dtype=np.intp), d_i, d_j)
 
 
 def pairwise_delta(
@@ -63,20 +159,21 @@ def pairwise_delta(
     s_i = take_rows(xp, x, i) if s_i is None else s_i
     s_j = take_rows(xp, x, j) if s_j is None else s_j
     if q_i is None and q_j is None:
-        half_i = half_j = (s_i - s_j) / 2
+        d_i = d_j = s_i - s_j
     else:
-        half_i = (s_i - (s_j if q_j is None else q_j)) / 2
-        half_j = ((s_i if q_i is None else q_i) - s_j) / 2
-    if is_numpy(x):
-        x[i] -= half_i
-        x[j] += half_j
-        return x
+        d_i = s_i - (s_j if q_j is None else q_j)
+        d_j = (s_i if q_i is None else q_i) - s_j
+    return move_pairs(x, i, j, d_i, d_j, 0.5)
+
+
+def _move_rows(xp: Any, x: Any, i: np.ndarray, j: np.ndarray, step_i: Any, step_j: Any) -> Any:
+    """x_i − step_i, x_j + step_j as a new array (non-numpy backends)."""
     side = np.zeros(x.shape[0], dtype=np.int8)
     side[i], side[j] = 1, 2
     pair = np.zeros(x.shape[0], dtype=np.intp)
     pair[i] = pair[j] = np.arange(i.size)
-    moved_i = take_rows(xp, half_i, pair)
-    moved_j = moved_i if half_j is half_i else take_rows(xp, half_j, pair)
+    moved_i = take_rows(xp, step_i, pair)
+    moved_j = moved_i if step_j is step_i else take_rows(xp, step_j, pair)
     on_side = to_backend(xp, x, side.reshape(-1, 1))
     return xp.where(on_side == 1, x - moved_i, xp.where(on_side == 2, x + moved_j, x))
 

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 
 from sim.kernels._xp import is_numpy, namespace, take_rows
-from sim.kernels.compression import roundtrip
+from sim.kernels.compression import IDENTITY, WireLike, as_wire
 from sim.kernels.mixing import put_rows, scatter_rows
 
 
-def push_half(x: Any, senders: np.ndarray, targets: np.ndarray, compression: str = "none") -> Any:
+def push_half(x: Any, senders: np.ndarray, targets: np.ndarray, wire: WireLike = IDENTITY) -> Any:
     """Apply the pushes of disjoint (sender, target) pairs.
 
     Parameters
@@ -21,9 +21,9 @@ def push_half(x: Any, senders: np.ndarray, targets: np.ndarray, compression: str
         (n_peers, 1)); numpy arrays are updated in place.
     senders, targets
         (P,) host rows; all 2P rows distinct.
-    compression
-        Wire compression of the halves sent (a method of
-        :mod:`sim.kernels.compression`, each half one message); default ``none``.
+    wire
+        How the halves travel (a :class:`~sim.kernels.compression.Wire` or its name,
+        each half one message); default exact.
 
     Returns
     -------
@@ -35,7 +35,7 @@ def push_half(x: Any, senders: np.ndarray, targets: np.ndarray, compression: str
     (barring underflow), so x_s + h equals the old x_s exactly and the total changes only
     by the round-off of x_t + h.
 
-    With compression the target adds the dequantized Q(h) instead (the sender still
+    Through a lossy wire the target adds the decoded Q(h) instead (the sender still
     keeps exactly h): the total moves by Σ (Q(h) − h), the wire's error.
 
     References
@@ -44,15 +44,16 @@ def push_half(x: Any, senders: np.ndarray, targets: np.ndarray, compression: str
     """
     if senders.size == 0:
         return x
+    wire = as_wire(wire)
     if is_numpy(x):
         half = 0.5 * np.take(x, senders, axis=0)
-        arrived = half if compression == "none" else roundtrip(half, compression)[0]
+        arrived = wire.receive(half)
         received = np.take(x, targets, axis=0) + arrived
         scatter_rows(x, senders, half)
         scatter_rows(x, targets, received)
         return x
     xp = namespace(x)
     half = 0.5 * take_rows(xp, x, senders)
-    arrived = half if compression == "none" else roundtrip(half, compression)[0]
+    arrived = wire.receive(half)
     moved = xp.concat((half, take_rows(xp, x, targets) + arrived), axis=0)
     return put_rows(x, np.concatenate((senders, targets)), moved)

@@ -6,7 +6,7 @@ each of the next n − 1 members adds its own exact values to the partial sum it
 (dequantized) and sends it on, quantized again; member c − 1 ends with the chunk's sum
 and divides it by n. All-gather: that member keeps the exact mean and sends it once,
 quantized; the others forward the same bytes, so every other member ends with the same
-dequantized mean. With ``none`` every member ends with the exact mean, as
+dequantized mean. On an exact wire every member ends with the exact mean, as
 :func:`sim.kernels.group_mean` (up to the order of the additions).
 """
 
@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 
 from sim.kernels._xp import namespace, take_rows
-from sim.kernels.compression import roundtrip
+from sim.kernels.compression import WireLike, as_wire
 from sim.kernels.mixing import replace_rows
 
 
 def ring_reduce(
-    x: Any, members: np.ndarray, counts: np.ndarray, method: str
+    x: Any, members: np.ndarray, counts: np.ndarray, wire: WireLike
 ) -> tuple[Any, np.ndarray]:
-    """One ring all-reduce of ``members`` with every message through ``method``.
+    """One ring all-reduce of ``members`` with every message through ``wire``.
 
     Parameters
     ----------
@@ -34,8 +34,8 @@ def ring_reduce(
         (n,) host rows in ring order, n ≥ 2.
     counts
         (n,) host ints summing to dim: coordinates of each chunk.
-    method
-        Wire compression (:data:`sim.kernels.compression.METHODS`).
+    wire
+        How every message travels (a :class:`~sim.kernels.compression.Wire` or its name).
 
     Returns
     -------
@@ -44,7 +44,7 @@ def ring_reduce(
     shift
         (dim,) float64: Σ over members of (new − old) (the move of the global sum).
     """
-    xp = namespace(x)
+    xp, wire = namespace(x), as_wire(wire)
     n, dim = int(members.size), int(x.shape[1])
     old = take_rows(xp, x, members)
     flat = xp.reshape(old, (-1,))
@@ -64,10 +64,9 @@ def ring_reduce(
 
         partial = own(0)
         for k in range(1, n):
-            received, _ = roundtrip(partial, method)
-            partial = received + own(k)
+            partial = wire.receive(partial) + own(k)
         mean = partial / n
-        sent, _ = roundtrip(mean, method)
+        sent = wire.receive(mean)
         for row, chunk in enumerate(chunks.tolist()):
             mean_vec[chunk], sent_vec[chunk] = mean[row, :], sent[row, :]
     present = [c for c in range(n) if mean_vec[c] is not None]

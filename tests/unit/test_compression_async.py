@@ -9,7 +9,7 @@ import pytest
 import sim
 from protocols._async_net import pairwise_rules
 from protocols.a2cid2 import A2cid2
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from protocols.pairwise_gossip import PairwiseGossip
 from protocols.push_sum import PushSum, apply_pushes
 from sim.kernels.compression import fp16_round, roundtrip, wire_bytes

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import sim
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from protocols.gossip import Gossip, GossipParams, gossip_weights
 from protocols.sgp import Sgp, SgpParams, offsets
 from sim.kernels.compression import roundtrip, wire_bytes

@@ -7,7 +7,7 @@ import pytest
 
 import sim
 from protocols import get
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from sim.kernels.compression import fp16_round, wire_bytes
 
 
