@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from protocols import get
-from protocols.base import Context, State
+from protocols.contract import Context, State
 
 S1_SCRIPT = """
 import json, resource, sys, time

@@ -1,38 +1,39 @@
-"""Protocols: one module per protocol family, registered by hand below.
+"""Protocols: one module per protocol family; each registers itself.
 
-The YAML ``protocol.name`` equals the module name. Each module opens with its algorithm,
-its messages and its invariants table; :mod:`protocols.base` holds the contract.
+The YAML ``protocol.name`` equals the module name (``protocols/<name>.py``). Each module
+opens with its algorithm, its messages and its invariants table, and defines one
+protocol class; defining the class registers it (:mod:`protocols._registry`, which
+refuses a class that breaks a rule). This package imports every public module, in
+sorted order, so adding a protocol is adding its module. :mod:`protocols.base` holds the
+protocol classes, :mod:`protocols.contract` the types they exchange with the engine.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Annotated, Any, Union
 
 from pydantic import Field
 
-from protocols.a2cid2 import A2cid2
-from protocols.all_reduce import AllReduce
-from protocols.base import Protocol
-from protocols.gossip import Gossip
-from protocols.moshpit import Moshpit
-from protocols.pairwise_gossip import PairwiseGossip
-from protocols.push_sum import PushSum
-from protocols.random_groups import RandomGroups
-from protocols.ring_allreduce import RingAllreduce
-from protocols.sgp import Sgp
+from protocols._registry import REGISTRY
+from protocols.base import BarrierProtocol, ContinuousProtocol, Protocol, clocks_of
 from sim.errors import ScenarioError
 
-REGISTRY: dict[str, type[Protocol]] = {
-    "all_reduce": AllReduce,
-    "random_groups": RandomGroups,
-    "moshpit": Moshpit,
-    "gossip": Gossip,
-    "sgp": Sgp,
-    "pairwise_gossip": PairwiseGossip,
-    "push_sum": PushSum,
-    "a2cid2": A2cid2,
-    "ring_allreduce": RingAllreduce,
-}
+
+def _import_modules() -> None:
+    """Import every public module of the package (each protocol module registers its
+    class), then order the registry by name: ``avsim list``, the error listing the
+    known names and the scenario schema follow it."""
+    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    for name in names:
+        importlib.import_module(f"{__name__}.{name}")
+    ordered = sorted(REGISTRY.items())
+    REGISTRY.clear()
+    REGISTRY.update(ordered)
+
+
+_import_modules()
 
 
 def get(name: str) -> type[Protocol]:
@@ -58,4 +59,12 @@ def params_union() -> Any:
     return Annotated[Union[members], Field(discriminator="name")]  # noqa: UP007
 
 
-__all__ = ["REGISTRY", "Protocol", "get", "params_union"]
+__all__ = [
+    "REGISTRY",
+    "BarrierProtocol",
+    "ContinuousProtocol",
+    "Protocol",
+    "clocks_of",
+    "get",
+    "params_union",
+]

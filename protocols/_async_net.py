@@ -31,33 +31,33 @@ the sender keeps everything (``cancelled``). One push in flight per sender keeps
 between send and delivery w_i only grows (receipts), so after delivery
 w_i ≥ w_i(send)/2 > 0; a receiver is never busy.
 
-Compression (``params.compression``): every vector sent is one quantized message of
-:func:`~sim.kernels.compression.wire_bytes` bytes (a push adds its exact weight,
-itemsize bytes). The snapshot also takes what the other end will decode, and each end
-applies its own exact value against the other's dequantized one — pairwise gossip:
-x_i −= (s_i − Q(s_j))/2, x_j += (Q(s_i) − s_j)/2; a push: x_i −= h_x, x_j += Q(h_x)
-(w exact). Σx then moves by the wire's error; with ``none`` nothing changes.
+Compression (``protocol.wire``, from ``params.compression``): every vector sent is one
+message of the wire's bytes (a push adds its exact weight, itemsize bytes). The snapshot
+(:func:`~sim.kernels.pairwise.exchange_differences`) also takes what the other end will
+decode, and each end applies its own exact value against the other's decoded one —
+pairwise gossip: x_i −= (s_i − Q(s_j))/2, x_j += (Q(s_i) − s_j)/2; a push:
+x_i −= h_x, x_j += Q(h_x) (w exact). Σx then moves by the wire's error; on the exact
+wire Q is the identity.
 
 The straggler ``delay`` of peers does not apply here (it is a per-round start delay).
 
 Observation: when the protocol has a ``watcher`` (the engine's exact-target tracker,
-:class:`protocols.base.RowWatcher`), every applied exchange or delivered push is told to
+:class:`protocols.contract.RowWatcher`), every applied exchange or delivered push is told to
 it (``before``/``after`` around the change of its two rows), at its simulated time.
+What the processes get from the run is a :class:`protocols.contract.RunEnv`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import simpy
 
-from protocols._edge_clocks import wire_vector_bytes
-from protocols.base import State
-from sim.kernels import pairwise_delta
-from sim.kernels._xp import namespace
-from sim.kernels.compression import roundtrip
+from protocols.contract import RunEnv, State
+from sim.kernels.compression import IDENTITY, Wire, WireLike, as_wire
+from sim.kernels.pairwise import exchange_differences, move_pairs
 
 #: Simulated time drawn from the clocks at once (the rounds clock's round).
 WINDOW = 1.0
@@ -66,45 +66,6 @@ WINDOW = 1.0
 Snapshot = Callable[[int, int], Any]
 #: ``apply(i, j, sent)``: applies a completed exchange from its snapshot.
 Apply = Callable[[int, int, Any], None]
-
-
-class RunEnv(Protocol):
-    """What a continuous-time protocol process needs from the run."""
-
-    env: simpy.Environment
-    net: Any  # sim.network.FlowNetwork
-    present: np.ndarray  # (n_peers,) bool, shared with churn (True = present now)
-    state: State
-
-
-def move(x: Any, i: int, j: int, delta: Any, delta_j: Any = None) -> Any:
-    """x_i ← x_i − delta, x_j ← x_j + delta_j (default ``delta``; i ≠ j; deltas (dim,)
-    rows of x's backend). numpy arrays are updated in place; returns the new array
-    otherwise."""
-    if isinstance(x, np.ndarray):
-        x[i] -= delta
-        x[j] += delta if delta_j is None else delta_j
-        return x
-    if delta_j is None:
-        return pairwise_delta(x, np.array([i]), np.array([j]), delta[None, :], -delta[None, :])
-    # (s_i − q_j)/2 = delta and (q_i − s_j)/2 = delta_j, exactly (doubling, halving)
-    return pairwise_delta(
-        x,
-        np.array([i]),
-        np.array([j]),
-        delta[None, :],
-        -delta_j[None, :],
-        delta_j[None, :],
-        -delta[None, :],
-    )
-
-
-def received_pair(x: Any, i: int, j: int, compression: str) -> tuple[Any, Any, Any, Any]:
-    """(s_i, s_j, Q(s_i), Q(s_j)): rows i and j of ``x`` as sent now, and as the other end
-    decodes them through the ``compression`` wire (one message each)."""
-    sent = namespace(x).stack((x[i, ...], x[j, ...]))
-    received = roundtrip(sent, compression)[0]
-    return sent[0, ...], sent[1, ...], received[0, ...], received[1, ...]
 
 
 def ring_loop(
@@ -160,29 +121,17 @@ class _Exchange:
         self.busy[self.j] -= 1
 
 
-def pairwise_rules(state: State, compression: str = "none") -> tuple[Snapshot, Apply]:
-    """Pairwise gossip's exchange: snapshot m = (s_i − s_j)/2; x_i −= m, x_j += m.
-
-    With compression the snapshot is (m_i, m_j) = ((s_i − Q(s_j))/2, (Q(s_i) − s_j)/2)
-    and x_i −= m_i, x_j += m_j.
-    """
-    if compression != "none":
-
-        def snapshot_compressed(i: int, j: int) -> Any:
-            s_i, s_j, q_i, q_j = received_pair(state.x, i, j, compression)
-            return (s_i - q_j) * 0.5, (q_i - s_j) * 0.5
-
-        def apply_compressed(i: int, j: int, m: Any) -> None:
-            state.x = move(state.x, i, j, m[0], m[1])
-
-        return snapshot_compressed, apply_compressed
+def pairwise_rules(state: State, wire: WireLike = IDENTITY) -> tuple[Snapshot, Apply]:
+    """Pairwise gossip's exchange through ``wire``: the snapshot is (d_i, d_j) =
+    (s_i − Q(s_j), Q(s_i) − s_j) (:func:`~sim.kernels.pairwise.exchange_differences`;
+    one s_i − s_j on an exact wire), the update x_i −= d_i/2, x_j += d_j/2."""
+    wire = as_wire(wire)
 
     def snapshot(i: int, j: int) -> Any:
-        x = state.x
-        return (x[i, ...] - x[j, ...]) * 0.5
+        return exchange_differences(state.x, i, j, wire)
 
-    def apply(i: int, j: int, m: Any) -> None:
-        state.x = move(state.x, i, j, m)
+    def apply(i: int, j: int, d: Any) -> None:
+        state.x = move_pairs(state.x, i, j, d[0], d[1], 0.5)
 
     return snapshot, apply
 
@@ -206,19 +155,18 @@ def exchange_process(
     seconds, starting exchanges over ``run.net`` (see the module docstring).
 
     ``protocol`` is an :class:`~protocols._edge_clocks.EdgeClockProtocol` (``edges``,
-    ``clocks``, ``counters``, ``params.max_concurrent``, ``ctx``); ``rules`` its
-    (snapshot, apply) pair, default :func:`pairwise_rules`.
+    ``clocks``, ``counters``, ``params.max_concurrent``, ``wire``, ``ctx``); ``rules``
+    its (snapshot, apply) pair, default :func:`pairwise_rules`.
     """
     present, counters, ctx = run.present, protocol.counters, protocol.ctx
     for key in ("completed", "cancelled"):
         counters.setdefault(key, 0)
-    compression = getattr(protocol.params, "compression", "none")
-    snapshot, apply = pairwise_rules(run.state, compression) if rules is None else rules
+    snapshot, apply = pairwise_rules(run.state, protocol.wire) if rules is None else rules
     if protocol.watcher is not None:
         apply = watched(protocol.watcher, apply)
     ends = list(zip(protocol.edges[:, 0].tolist(), protocol.edges[:, 1].tolist(), strict=True))
     cap = int(protocol.params.max_concurrent)
-    nbytes = float(wire_vector_bytes(ctx, compression))
+    nbytes = float(protocol.wire.message_bytes(ctx.dim, ctx.itemsize))
     busy = [0] * ctx.n_peers
     send = run.net.send
 
@@ -258,14 +206,14 @@ class _Push:
         state: State,
         busy: list[bool],
         counters: dict,
-        compression: str = "none",
+        wire: Wire = IDENTITY,
         watcher: Any = None,
     ) -> None:
         self.i, self.j, self.state, self.busy, self.counters = i, j, state, busy, counters
         self.watcher = watcher
         self.half_x = state.x[i, ...] * 0.5
         self.half_w = state.extra["w"][i, ...] * 0.5
-        self.arrived_x = None if compression == "none" else roundtrip(self.half_x, compression)[0]
+        self.arrived_x = wire.receive(self.half_x)  # ``half_x`` itself on an exact wire
 
     def on_end(self, event: simpy.Event) -> None:
         """Callback of the flow's ``done``: deliver the half, or keep everything."""
@@ -274,8 +222,10 @@ class _Push:
             rows = None if watcher is None else np.array([self.i, self.j])
             if watcher is not None:
                 watcher.before(rows)
-            state.x = move(state.x, self.i, self.j, self.half_x, self.arrived_x)
-            state.extra["w"] = move(state.extra["w"], self.i, self.j, self.half_w)
+            state.x = move_pairs(state.x, self.i, self.j, self.half_x, self.arrived_x)
+            state.extra["w"] = move_pairs(
+                state.extra["w"], self.i, self.j, self.half_w, self.half_w
+            )
             if watcher is not None:
                 watcher.after(rows)
             self.counters["completed"] += 1
@@ -288,15 +238,15 @@ def push_process(protocol: Any, run: RunEnv) -> Generator[simpy.Event, Any, None
     """SimPy process body: ring the peer clocks of ``protocol`` (``push_sum``) forever,
     pushing half of (x_i, w_i) over ``run.net`` (see the module docstring).
 
-    ``protocol`` has ``clocks`` (one per peer), ``degree``, ``neighbours``, ``counters``
-    and ``ctx``.
+    ``protocol`` has ``clocks`` (one per peer), ``degree``, ``neighbours``, ``counters``,
+    ``wire`` and ``ctx``.
     """
     present, counters, ctx, state = run.present, protocol.counters, protocol.ctx, run.state
     for key in ("skipped_busy", "completed", "cancelled"):
         counters.setdefault(key, 0)
     degree, neighbours = protocol.degree, protocol.neighbours
-    compression = getattr(protocol.params, "compression", "none")
-    nbytes = float(wire_vector_bytes(ctx, compression) + ctx.itemsize)
+    wire = protocol.wire
+    nbytes = float(wire.message_bytes(ctx.dim, ctx.itemsize) + ctx.itemsize)
     busy = [False] * ctx.n_peers
     send, rng = run.net.send, ctx.rng
 
@@ -320,7 +270,7 @@ def push_process(protocol: Any, run: RunEnv) -> Generator[simpy.Event, Any, None
             return
         counters["pushes"] += 1
         busy[i] = True
-        pending = _Push(i, j, state, busy, counters, compression, protocol.watcher)
+        pending = _Push(i, j, state, busy, counters, wire, protocol.watcher)
         send(i, j, nbytes).done.callbacks.append(pending.on_end)
 
     return ring_loop(run.env, protocol.clocks, rng, plan, on_ring)

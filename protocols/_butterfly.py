@@ -1,31 +1,134 @@
-"""Butterfly all-reduce inside groups, as flows for the network clock.
+"""Butterfly all-reduce inside groups: parts, pieces, flows, and its arithmetic on a wire.
 
 With g members and equal shares, member b reduces part b (S/g bytes). Reduce-scatter
 (phase 0): every member a sends part b to member b, for every b ≠ a. All-gather
 (phase 1): every reducer b sends its reduced part to every other member. Per direction
 each member moves S·(1 + (g−2)/g) bytes, and the whole group 2·(g−1)·S bytes.
+
+Part sizes in whole coordinates come from a :class:`ShareCache` (equal shares, or
+moshpit's load balancing); :func:`pieces_of` cuts parts into pieces of at most
+``part_bytes``; :func:`compressed_round` is the rounds clock's arithmetic through a lossy
+wire (``random_groups``, ``moshpit``). Flows: :func:`butterfly_flows` (``random_groups``,
+one gate per group, the fluid S/g on an exact wire) and
+:func:`protocols._moshpit_net.plan_groups` (moshpit: streamed pieces, one gate per
+piece, timeouts).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from protocols._load_balance import lp_shares, part_bounds, whole_coordinates
 from sim.kernels import Groups
-from sim.kernels.compression import wire_bytes_of
+from sim.kernels.butterfly import butterfly_pieces
+from sim.kernels.compression import Wire
 
 #: ``part_nbytes(sizes, positions) -> bytes`` of butterfly parts (see :func:`butterfly_flows`).
 PartBytes = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def compressed_part_nbytes(method: str, dim: int, itemsize: int) -> PartBytes:
+@dataclass(frozen=True)
+class ButterflySetup:
+    """What the butterfly needs to know about the vector and the links."""
+
+    dim: int
+    itemsize: int
+    part_bytes: int
+    wire: Wire
+    sender_timeout_s: float = math.inf
+    reducer_timeout_s: float = math.inf
+
+    @property
+    def piece_coords(self) -> int:
+        """Coordinates per piece (at least one)."""
+        return max(1, self.part_bytes // self.itemsize)
+
+
+class ShareCache:
+    """Part sizes per group composition (the LP is solved once per multiset of members)."""
+
+    def __init__(self, bandwidth: np.ndarray, reducer: np.ndarray, dim: int, balance: bool) -> None:
+        self.bandwidth, self.reducer, self.dim, self.balance = bandwidth, reducer, dim, balance
+        self._cache: dict[bytes, np.ndarray] = {}
+
+    def counts(self, members: np.ndarray) -> np.ndarray | None:
+        """(g,) coordinates each member reduces; None when no member can reduce."""
+        b, can = self.bandwidth[members], self.reducer[members]
+        order = np.lexsort((can, b))
+        key = b[order].tobytes() + can[order].tobytes()
+        sorted_counts = self._cache.get(key)
+        if sorted_counts is None:
+            sorted_counts = self._solve(b[order], can[order])
+            self._cache[key] = sorted_counts
+        if sorted_counts.size == 0:
+            return None
+        counts = np.empty_like(sorted_counts)
+        counts[order] = sorted_counts
+        return counts
+
+    def _solve(self, bandwidth: np.ndarray, can: np.ndarray) -> np.ndarray:
+        eligible = can & (bandwidth > 0)
+        if not eligible.any():
+            return np.zeros(0, dtype=np.int64)
+        if self.balance:
+            shares = lp_shares(bandwidth, float(self.dim), reducer=can)
+        else:
+            shares = eligible / eligible.sum()
+        return whole_coordinates(shares, self.dim)
+
+
+def pieces_of(counts: np.ndarray, piece_coords: int) -> tuple[np.ndarray, ...]:
+    """Parts of ``counts`` coordinates cut into pieces of at most ``piece_coords``:
+    (bounds (P, 2), reducer (P,): position of the part's reducer, first (P,) bool: the
+    first piece of its part)."""
+    starts, stops = part_bounds(counts)
+    n_pieces = -(-counts // piece_coords)
+    reducer = np.repeat(np.arange(counts.size), n_pieces)
+    k = np.arange(reducer.size) - np.repeat(np.cumsum(n_pieces) - n_pieces, n_pieces)
+    lo = starts[reducer] + k * piece_coords
+    hi = np.minimum(lo + piece_coords, stops[reducer])
+    return np.stack([lo, hi], axis=1), reducer, k == 0
+
+
+def compressed_round(
+    x: Any, groups: Groups, shares: ShareCache, setup: ButterflySetup
+) -> tuple[Any, float, int, np.ndarray]:
+    """Every group's butterfly through ``setup.wire``, everyone delivered (the rounds
+    clock's arithmetic on a lossy wire): (x, bytes, messages, shift of the global sum).
+
+    Parts come from ``shares``, cut into pieces of ``setup.part_bytes`` as on the
+    network clock; each piece of a group of g travels in g − 1 requests and as many
+    replies, each one message of the piece's wire bytes.
+    """
+    shift = np.zeros(setup.dim)
+    nbytes, messages = 0.0, 0
+    for start, count in zip(groups.starts.tolist(), groups.counts.tolist(), strict=True):
+        members = groups.order[start : start + count]
+        counts = shares.counts(members)
+        if counts is None:
+            continue
+        bounds, reducer, _ = pieces_of(counts, setup.piece_coords)
+        everyone = np.ones((bounds.shape[0], count), dtype=bool)
+        x, moved = butterfly_pieces(x, members, bounds, reducer, everyone, everyone, setup.wire)
+        shift += moved
+        piece_bytes = setup.wire.nbytes(bounds[:, 1] - bounds[:, 0], setup.itemsize)
+        nbytes += 2 * (count - 1) * float(piece_bytes.sum())
+        messages += 2 * (count - 1) * bounds.shape[0]
+    return x, nbytes, messages, shift
+
+
+def compressed_part_nbytes(wire: Wire, dim: int, itemsize: int) -> PartBytes:
     """Bytes of equal-split parts on a compressing wire: the member at position p of a
     group of g reduces ⌊dim/g⌋ coordinates, one more when p < dim mod g (the largest
     remainder rule of ``whole_coordinates``)."""
 
     def part_nbytes(sizes: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        return wire_bytes_of(method, dim // sizes + (positions < dim % sizes), itemsize)
+        return wire.nbytes(dim // sizes + (positions < dim % sizes), itemsize)
 
     return part_nbytes
 
@@ -44,7 +147,7 @@ def butterfly_flows(
     src, dst, nbytes, opens, waits
         Parallel arrays: the reduce-scatter flows, each opening its group's gate (the
         group's index), then the all-gather flows, each waiting for that gate (see
-        :class:`protocols.base.NetRound`).
+        :class:`protocols.contract.Flows`).
     """
     sizes = groups.counts
     table = np.full((groups.n_groups, groups.max_size), -1, dtype=np.intp)

@@ -1,15 +1,16 @@
-"""Helpers shared by the protocol modules: nominal traffic, mean drift, unit fields."""
+"""Helpers shared by the protocol modules: nominal traffic, mean drift, unit fields, wires."""
 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BeforeValidator, PlainSerializer, PlainValidator, WithJsonSchema
 
 from sim import units
 from sim.kernels._xp import column, namespace
+from sim.kernels.compression import IDENTITY, Wire, WireName, wire_for
 
 _QUANTITY_SCHEMA: dict[str, Any] = {"anyOf": [{"type": "number"}, {"type": "string"}]}
 
@@ -52,8 +53,16 @@ Probability = Annotated[
 ]
 
 
-#: Wire compression of the vectors a protocol sends (``sim.kernels.compression``).
-Compression = Literal["none", "fp16", "uniform8", "quantile8"]
+#: Wire compression of the vectors a protocol sends: the name of a wire
+#: (:data:`sim.kernels.compression.WIRES`); the protocol builds it with :func:`wire_of`.
+Compression = WireName
+
+
+def wire_of(params: Any) -> Wire:
+    """The wire of a protocol's parameters: :func:`~sim.kernels.compression.wire_for` of
+    their ``compression``, the identity for a protocol that sends no compressed vectors."""
+    name = getattr(params, "compression", None)
+    return IDENTITY if name is None else wire_for(name)
 
 
 def as_mask(present: Any, n_peers: int) -> np.ndarray:

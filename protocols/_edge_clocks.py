@@ -22,8 +22,9 @@ import networkx as nx
 import numpy as np
 from pydantic import Field
 
-from protocols._common import Compression, Rate, as_mask
-from protocols.base import Context, Protocol, RoundStats
+from protocols._common import Compression, Rate, as_mask, wire_of
+from protocols.base import ContinuousProtocol
+from protocols.contract import Context, RoundStats
 from protocols.footprint import (
     EDGE_TABLE_BYTES,
     Footprint,
@@ -35,7 +36,6 @@ from protocols.topology import TopologyParams, build_graph
 from sim import units
 from sim.backend import to_numpy
 from sim.kernels._xp import namespace, take_rows
-from sim.kernels.compression import wire_bytes
 
 
 class EdgeClockParams(TopologyParams):
@@ -55,14 +55,6 @@ class EdgeClockParams(TopologyParams):
         description="exchanges a peer takes part in at once (never binds on the rounds clock)",
     )
     compression: Compression = Field(default="none", description="wire compression")
-
-
-def wire_vector_bytes(ctx: Context, compression: str) -> int:
-    """Bytes of one vector message through the wire: S uncompressed, else
-    :func:`~sim.kernels.compression.wire_bytes` of ``dim`` coordinates."""
-    if compression == "none":
-        return ctx.vector_bytes
-    return wire_bytes(compression, ctx.dim, ctx.itemsize)
 
 
 def graph_edges(graph: nx.Graph) -> np.ndarray:
@@ -162,7 +154,7 @@ def _previous_and_rank(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def host_rows(x: Any, rows: np.ndarray) -> np.ndarray:
     """Rows ``rows`` of a backend array as a float64 host array (a copy): what a
-    :class:`~protocols.base.RowWatcher` is shown."""
+    :class:`~protocols.contract.RowWatcher` is shown."""
     if type(x) is np.ndarray:
         return x.take(rows, axis=0).astype(np.float64, copy=False)
     return np.asarray(to_numpy(take_rows(namespace(x), x, rows)), dtype=np.float64)
@@ -182,7 +174,7 @@ def waves(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
     return np.split(order, bounds)
 
 
-class EdgeClockProtocol(Protocol):
+class EdgeClockProtocol(ContinuousProtocol):
     """Base of the protocols whose exchanges ring on Poisson edge clocks.
 
     Builds the topology once, the (E, 2) edge table and the clocks, and draws each
@@ -213,7 +205,7 @@ class EdgeClockProtocol(Protocol):
         arrays = base.state_arrays + cls.wave_arrays * wave_share(n_peers)
         tables += EDGE_TABLE_BYTES * graph.edges
         base = replace(base, state_arrays=arrays, table_bytes=tables)
-        rows = cls.snapshot_rows[params.compression != "none"]
+        rows = cls.snapshot_rows[not wire_of(params).exact]
         in_flight = float(n_peers * params.max_concurrent)
         return exchange_footprint(
             base, n_peers, params.rate, in_flight, clock, rows / 2, cls.replay_arrays
@@ -226,12 +218,12 @@ class EdgeClockProtocol(Protocol):
         self.rates = edge_rates(self.edges, ctx.n_peers, params.rate)
         self.clocks = PoissonClocks(self.rates)
         #: Bytes of one vector sent (S, or less with ``compression``).
-        self.wire_vector_bytes = wire_vector_bytes(ctx, params.compression)
+        self.wire_vector_bytes = self.wire.message_bytes(ctx.dim, ctx.itemsize)
 
     @property
     def events_keep_sum(self) -> bool:
         """An exchange on an exact wire keeps its two rows' sum (see the base class)."""
-        return self.params.compression == "none"
+        return self.wire.exact
 
     def ring_round(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This round's exchanges between present peers: (offsets in [0, 1), i, j).

@@ -28,19 +28,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from protocols._load_balance import (
-    lp_shares,
-    member_bandwidth_bytes_per_s,
-    part_bounds,
-    whole_coordinates,
-)
-from sim.kernels import Groups
-from sim.kernels.butterfly import butterfly_pieces
-from sim.kernels.compression import wire_bytes_of
+from protocols._butterfly import ButterflySetup, ShareCache, pieces_of
+from protocols._load_balance import member_bandwidth_bytes_per_s
+from protocols.contract import Flows
 
 
 @dataclass(frozen=True)
@@ -119,101 +112,27 @@ class Butterfly:
         return int(self.piece.size)
 
 
-@dataclass
-class Flows:
-    """Parallel flow arrays of a round's plan (see :class:`protocols.base.NetRound`)."""
-
-    src: np.ndarray
-    dst: np.ndarray
-    nbytes: np.ndarray
-    opens: np.ndarray
-    waits: np.ndarray
-    after: np.ndarray
-    start_s: np.ndarray
-    timeout_s: np.ndarray
-    streamed: np.ndarray
-
-
-@dataclass(frozen=True)
-class Wire:
-    """What the butterfly needs to know about the vector and the links."""
-
-    dim: int
-    itemsize: int
-    part_bytes: int
-    compression: str
-    sender_timeout_s: float
-    reducer_timeout_s: float
-
-    @property
-    def piece_coords(self) -> int:
-        """Coordinates per piece (at least one)."""
-        return max(1, self.part_bytes // self.itemsize)
-
-
-class ShareCache:
-    """Part sizes per group composition (the LP is solved once per multiset of members)."""
-
-    def __init__(self, bandwidth: np.ndarray, reducer: np.ndarray, dim: int, balance: bool) -> None:
-        self.bandwidth, self.reducer, self.dim, self.balance = bandwidth, reducer, dim, balance
-        self._cache: dict[bytes, np.ndarray] = {}
-
-    def counts(self, members: np.ndarray) -> np.ndarray | None:
-        """(g,) coordinates each member reduces; None when no member can reduce."""
-        b, can = self.bandwidth[members], self.reducer[members]
-        order = np.lexsort((can, b))
-        key = b[order].tobytes() + can[order].tobytes()
-        sorted_counts = self._cache.get(key)
-        if sorted_counts is None:
-            sorted_counts = self._solve(b[order], can[order])
-            self._cache[key] = sorted_counts
-        if sorted_counts.size == 0:
-            return None
-        counts = np.empty_like(sorted_counts)
-        counts[order] = sorted_counts
-        return counts
-
-    def _solve(self, bandwidth: np.ndarray, can: np.ndarray) -> np.ndarray:
-        eligible = can & (bandwidth > 0)
-        if not eligible.any():
-            return np.zeros(0, dtype=np.int64)
-        if self.balance:
-            shares = lp_shares(bandwidth, float(self.dim), reducer=can)
-        else:
-            shares = eligible / eligible.sum()
-        return whole_coordinates(shares, self.dim)
-
-
 def group_bandwidth(upload: np.ndarray, download: np.ndarray) -> np.ndarray:
     """b_i = min(upload, download) of every peer, bytes/s (see ``_load_balance``)."""
     return member_bandwidth_bytes_per_s(upload, download)
 
 
-def plan_groups(matched: Matched, shares: ShareCache, wire: Wire) -> tuple[list[Butterfly], Flows]:
+def plan_groups(
+    matched: Matched, shares: ShareCache, setup: ButterflySetup
+) -> tuple[list[Butterfly], Flows]:
     """Butterflies and flows of every group that can average (has a possible reducer)."""
     plans, chunks, first, gate = [], [], 0, 0
     for members, start_s in zip(matched.groups, matched.start_s.tolist(), strict=True):
         counts = shares.counts(members)
         if counts is None:
             continue
-        bounds, reducer, first_piece = _pieces(counts, wire.piece_coords)
+        bounds, reducer, first_piece = pieces_of(counts, setup.piece_coords)
         plan = _butterfly(members, bounds, reducer, first)
-        chunks.append(_flows(plan, first_piece, gate, start_s, wire))
+        chunks.append(_flows(plan, first_piece, gate, start_s, setup))
         plans.append(plan)
         first += 2 * plan.n_requests
         gate += bounds.shape[0]
     return plans, _concat(chunks)
-
-
-def _pieces(counts: np.ndarray, piece_coords: int) -> tuple[np.ndarray, ...]:
-    """(bounds (P, 2), reducer (P,), first (P,) bool: first piece of its part)."""
-    starts, stops = part_bounds(counts)
-    n_pieces = -(-counts // piece_coords)
-    reducer = np.repeat(np.arange(counts.size), n_pieces)
-    k = np.arange(reducer.size) - np.repeat(np.cumsum(n_pieces) - n_pieces, n_pieces)
-    lo = starts[reducer] + k * piece_coords
-    hi = np.minimum(lo + piece_coords, stops[reducer])
-    return np.stack([lo, hi], axis=1), reducer, k == 0
 
 
 def _butterfly(
@@ -225,7 +144,7 @@ def _butterfly(
 
 
 def _flows(
-    plan: Butterfly, first_piece: np.ndarray, gate0: int, start_s: float, wire: Wire
+    plan: Butterfly, first_piece: np.ndarray, gate0: int, start_s: float, setup: ButterflySetup
 ) -> Flows:
     g, k = plan.members.size, plan.n_requests
     piece, sender = plan.piece, plan.sender
@@ -233,7 +152,7 @@ def _flows(
     index[piece, sender] = plan.first + np.arange(k)
     previous = np.where(first_piece[piece], -1, index[np.maximum(piece - 1, 0), sender])
     width = plan.bounds[:, 1] - plan.bounds[:, 0]
-    piece_bytes = wire_bytes_of(wire.compression, width, wire.itemsize)
+    piece_bytes = setup.wire.nbytes(width, setup.itemsize)
     peer_s, peer_r = plan.members[sender], plan.members[plan.reducer[piece]]
     none = np.full(k, -1, dtype=np.intp)
     return Flows(
@@ -244,7 +163,7 @@ def _flows(
         waits=np.concatenate([none, gate0 + piece]),
         after=np.concatenate([previous, plan.first + np.arange(k)]),
         start_s=np.full(2 * k, start_s),
-        timeout_s=np.repeat([wire.sender_timeout_s, wire.reducer_timeout_s], k),
+        timeout_s=np.repeat([setup.sender_timeout_s, setup.reducer_timeout_s], k),
         streamed=np.concatenate([previous >= 0, np.zeros(k, dtype=bool)]),
     )
 
@@ -300,27 +219,6 @@ def everyone_but(plan: Butterfly, failed: np.ndarray) -> tuple[np.ndarray, np.nd
     """``idealized``: every piece averages, and reaches, the members that did not fail."""
     mask = np.broadcast_to(~failed[None, :], (plan.bounds.shape[0], plan.members.size))
     return mask, mask
-
-
-def compressed_round(
-    x: Any, groups: Groups, shares: ShareCache, wire: Wire
-) -> tuple[Any, float, int, np.ndarray]:
-    """Every group's butterfly through a compressing wire, everyone delivered (the rounds
-    clock's arithmetic with compression): (x, bytes, messages, shift of the global sum)."""
-    matched = Matched(
-        [groups.order[a : a + c] for a, c in zip(groups.starts, groups.counts, strict=True)],
-        np.zeros(groups.n_groups),
-        0.0,
-    )
-    plans, flows = plan_groups(matched, shares, wire)
-    shift = np.zeros(wire.dim)
-    for plan in plans:
-        everyone = np.ones((plan.bounds.shape[0], plan.members.size), dtype=bool)
-        x, moved = butterfly_pieces(
-            x, plan.members, plan.bounds, plan.reducer, everyone, everyone, wire.compression
-        )
-        shift += moved
-    return x, float(flows.nbytes.sum()), int(flows.src.size), shift
 
 
 def timeout_or_inf(value: float | None) -> float:

@@ -81,13 +81,15 @@ import numpy as np
 import simpy
 from pydantic import Field
 
-from protocols._async_net import RunEnv, exchange_process, move, received_pair
+from protocols._async_net import exchange_process
 from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, host_rows, waves
 from protocols._spectra import GraphConstants, graph_constants
-from protocols.base import Context, RoundStats, RowValues, RowWatcher, State
+from protocols.contract import Context, RoundStats, RowValues, RowWatcher, RunEnv, State
 from sim.kernels import a2cid2_exchange, a2cid2_mix, mix_coefficient
 from sim.kernels._xp import namespace, take_rows
+from sim.kernels.compression import IDENTITY, WireLike
 from sim.kernels.mixing import put_rows
+from sim.kernels.pairwise import exchange_differences, move_pairs
 
 #: Topologies whose rate-weighted graph is vertex-transitive: the edges at one peer
 #: carry every edge's effective resistance.
@@ -144,7 +146,7 @@ def apply_events(
     eta: float,
     alpha_tilde: float,
     end: float = 1.0,
-    compression: str = "none",
+    wire: WireLike = IDENTITY,
     watcher: RowWatcher | None = None,
     start: float = 0.0,
 ) -> tuple[Any, Any]:
@@ -152,7 +154,7 @@ def apply_events(
 
     All peers start at time 0. Events are batched in waves of disjoint pairs; each end is
     brought forward to its own exchange's time, so the result equals the one-by-one
-    application (to round-off). x is sent through the ``compression`` wire. Returns the
+    application (to round-off). x is sent through ``wire``. Returns the
     new (x, x_tilde). ``watcher`` is shown each wave's rows before and after it
     (:func:`trajectory_rows`), times shifted by ``start`` (the round's start).
     """
@@ -164,7 +166,7 @@ def apply_events(
         before = None
         if watcher is not None and watcher.needs_before:
             before = trajectory_rows(x, x_tilde, rows, start + last[rows])
-        x, x_tilde = a2cid2_exchange(x, x_tilde, i[wave], j[wave], c, alpha_tilde, compression)
+        x, x_tilde = a2cid2_exchange(x, x_tilde, i[wave], j[wave], c, alpha_tilde, wire)
         last[rows] = at
         if watcher is not None:
             after = trajectory_rows(x, x_tilde, rows, start + at)
@@ -187,7 +189,6 @@ class A2cid2(EdgeClockProtocol):
 
     Params = A2cid2Params
     description = "A²CiD² continuous-momentum asynchronous gossip (Nabli et al. 2023)"
-    network_clock = True
     invariants = frozenset({"sum", "momentum_sum", "atomic_exchanges"})
     #: x and x̃; a wave adds both ends' rows of each, their mixing step and difference
     #: (``wave_arrays``); the wire adds the decoded rows and the codec's copies.
@@ -251,7 +252,7 @@ class A2cid2(EdgeClockProtocol):
             j,
             self.eta,
             self.alpha_tilde,
-            compression=self.params.compression,
+            wire=self.wire,
             watcher=self.watcher,
             start=float(t),
         )
@@ -260,36 +261,19 @@ class A2cid2(EdgeClockProtocol):
 
     def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:
         """SimPy process body of the network clock: exchanges as flows, lazy mixing."""
-        state = run.state
-        env = run.env
+        state, env, wire = run.state, run.env, self.wire
         self.last[:] = float(env.now)
-
-        compression = self.params.compression
-        if compression != "none":
-
-            def snapshot_compressed(i: int, j: int) -> Any:
-                self.forward(state, np.array([i, j]), float(env.now))
-                s_i, s_j, q_i, q_j = received_pair(state.x, i, j, compression)
-                return s_i - q_j, q_i - s_j
-
-            def apply_compressed(i: int, j: int, m: Any) -> None:
-                self.forward(state, np.array([i, j]), float(env.now))
-                m_i, m_j = m
-                state.x = move(state.x, i, j, 0.5 * m_i, 0.5 * m_j)
-                state.extra["x_tilde"] = move(
-                    state.extra["x_tilde"], i, j, self.alpha_tilde * m_i, self.alpha_tilde * m_j
-                )
-
-            return exchange_process(self, run, (snapshot_compressed, apply_compressed))
 
         def snapshot(i: int, j: int) -> Any:
             self.forward(state, np.array([i, j]), float(env.now))
-            return state.x[i, ...] - state.x[j, ...]
+            return exchange_differences(state.x, i, j, wire)
 
         def apply(i: int, j: int, m: Any) -> None:
             self.forward(state, np.array([i, j]), float(env.now))
-            state.x = move(state.x, i, j, 0.5 * m)
-            state.extra["x_tilde"] = move(state.extra["x_tilde"], i, j, self.alpha_tilde * m)
+            m_i, m_j = m
+            state.x = move_pairs(state.x, i, j, m_i, m_j, 0.5)
+            x_tilde = state.extra["x_tilde"]
+            state.extra["x_tilde"] = move_pairs(x_tilde, i, j, m_i, m_j, self.alpha_tilde)
 
         return exchange_process(self, run, (snapshot, apply))
 

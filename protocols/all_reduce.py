@@ -27,7 +27,8 @@ from typing import Literal
 import numpy as np
 
 from protocols._common import as_mask, ring_traffic
-from protocols.base import Context, Protocol, ProtocolParams, RoundStats, State
+from protocols.base import Protocol, ProtocolParams
+from protocols.contract import Context, RoundStats, State
 from sim.kernels import Groups, group_mean
 
 

@@ -1,24 +1,49 @@
-"""What every protocol module provides: a parameter model and a protocol class.
+"""The protocol classes: what every protocol module subclasses, with every hook declared.
 
-A protocol decides who talks to whom, what is sent and what is done on arrival. On the
-``rounds`` clock the engine calls :meth:`Protocol.round` once per round with the mask
-of present peers; the protocol picks groups or neighbours on the host (numpy, with the
-generator it was given) and hands the arithmetic to pure kernels in :mod:`sim.kernels`.
+A protocol decides who talks to whom, what is sent and what is done on arrival. Three
+base classes, one per way of running (the engine picks its schedule by type):
+
+- :class:`Protocol`: synchronous rounds on the ``rounds`` clock only (``all_reduce``);
+- :class:`BarrierProtocol`: rounds planned once (:meth:`BarrierProtocol.plan`) and run
+  on both clocks, as barrier rounds of flows on the ``network`` clock;
+- :class:`ContinuousProtocol`: continuous time; on the ``network`` clock its own SimPy
+  process (:meth:`ContinuousProtocol.network_process`) sends flows whenever it likes.
+
+Each class's docstring lists exactly what a subclass sets, must implement and may
+override. The types exchanged with the engine live in :mod:`protocols.contract`;
+defining a concrete class registers it (:mod:`protocols._registry`). A protocol picks
+groups or neighbours on the host (numpy, with the generator it was given) and hands the
+arithmetic to pure kernels in :mod:`sim.kernels`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
-from typing import Protocol as Interface
+from abc import ABC, abstractmethod
+from collections.abc import Generator
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from protocols import _registry
+from protocols._common import wire_of
+from protocols.contract import (
+    Context,
+    RoundPlan,
+    RoundStats,
+    RowValues,
+    RowWatcher,
+    RunEnv,
+    State,
+)
 from protocols.footprint import Footprint
 from sim.backend import to_numpy
 from sim.kernels._xp import namespace, take_rows
+from sim.kernels.compression import Wire
+
+if TYPE_CHECKING:
+    import simpy
 
 #: The invariants a protocol may declare in :attr:`Protocol.invariants`, by name. The
 #: stateful tests (``tests/property/test_stateful_*.py``) build small runs of every
@@ -44,7 +69,7 @@ INVARIANTS: dict[str, str] = {
     "applied exchanges change",
 }
 
-#: Invariants on x that a lossy wire (``compression`` other than ``none``) breaks.
+#: Invariants on x that a lossy wire (one that is not ``exact``) breaks.
 WIRE_SENSITIVE = frozenset({"sum", "hull", "momentum_sum"})
 
 
@@ -54,112 +79,53 @@ class ProtocolParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-@dataclass
-class Context:
-    """What a protocol may know about the run it is part of.
+class Protocol(ABC):
+    """Base of every protocol; a direct subclass runs on the ``rounds`` clock only.
 
-    Parameters
-    ----------
-    n_peers
-        Number of peers N (rows of the state).
-    dim
-        Coordinates per peer.
-    itemsize
-        Bytes per coordinate on the wire (from ``vector.dtype``).
-    rng
-        The protocol's own generator, spawned from the run's ``SeedSequence``.
-    peers
-        The per-peer table (:func:`sim.peers.resolve_peers`: bandwidths, delays, client
-        mode), or None outside a run; protocols that need it fall back to defaults.
-    """
+    A concrete protocol lives in ``protocols/<name>.py``, whose docstring gives the
+    algorithm, its messages and its invariants table. Defining the class registers it
+    under ``Params.name`` (:meth:`__init_subclass__`, rules in :mod:`protocols._registry`).
+    To run on the ``network`` clock too, subclass :class:`BarrierProtocol` (rounds planned
+    once) or :class:`ContinuousProtocol` (a process in continuous time) instead.
 
-    n_peers: int
-    dim: int
-    itemsize: int
-    rng: np.random.Generator
-    peers: Any = None
+    A subclass **sets** (class attributes):
 
-    @property
-    def vector_bytes(self) -> int:
-        """Bytes of one full vector on the wire."""
-        return self.dim * self.itemsize
+    - ``Params``: a :class:`ProtocolParams` with ``name: Literal["<name>"] = "<name>"``
+      and the protocol's fields (required: a class without one is only an intermediate
+      base, never registered, and must leave a hook abstract);
+    - ``description``: one line for ``avsim list`` (required);
+    - ``invariants``: names of :data:`INVARIANTS` kept with the default parameters;
+    - ``counter_names``: the event counts kept in ``counters`` (summary fields);
+    - ``state_arrays``, ``compressed_arrays``: the memory model (:meth:`footprint`).
 
+    A subclass **implements** :meth:`round` (a :class:`BarrierProtocol` gets it from
+    :meth:`~BarrierProtocol.plan`).
 
-@dataclass
-class State:
-    """All peers' vectors: ``x`` of shape (n_peers, dim) plus protocol arrays in ``extra``."""
+    A subclass **may override** (default in brackets):
 
-    x: Any
-    extra: dict[str, Any] = field(default_factory=dict)
+    - ``__init__(params, ctx)``: build tables, draw from ``ctx.rng`` [store both, zero
+      ``counters``]; call ``super().__init__`` first;
+    - :meth:`footprint`: memory and flows of a run [``state_arrays`` only];
+    - :meth:`invariants_in_force`: narrow ``invariants`` for the parameters in use
+      [less :data:`WIRE_SENSITIVE` on a lossy wire];
+    - :meth:`init_state`: add arrays to ``state.extra`` [none];
+    - :meth:`describe`: derived constants for ``avsim info`` [none];
+    - :meth:`estimate`: each peer's estimate of the mean [``state.x``];
+    - :meth:`estimate_rows`, ``decay_rate``, :attr:`events_keep_sum`: the estimates of a
+      few rows for the exact-target tracker [rows of :meth:`estimate`, constant];
+    - :meth:`conserved_mean`: the average the protocol conserves [the estimates' mean];
+    - :meth:`sync_rows`: bring rows up to a time before a ``fetch`` copies them [nothing].
 
-
-@dataclass(frozen=True)
-class RoundStats:
-    """What one round cost and reported.
-
-    ``bytes_sent`` and ``messages`` are totals over all peers for the round;
-    ``mean_drift`` is the change of the global mean's norm / sqrt(dim) when the protocol
-    does not promise to preserve it (``uniform`` gossip, ``partial`` faults), else 0.
-    """
-
-    bytes_sent: float = 0.0
-    messages: int = 0
-    mean_drift: float = 0.0
-    wait_s: float = 0.0  # network clock: pause before the next round (e.g. restart delay)
-
-
-@dataclass
-class NetRound:
-    """One round on the network clock: the flows to send, then the arithmetic.
-
-    Flows are parallel arrays with optional dependencies:
-
-    - *gates*: a flow with ``waits[i] == g`` starts once gate g opens, i.e. once every
-      flow with ``opens == g`` has ended (completed or failed). A butterfly is two gates
-      per group, a ring all-reduce a chain of single-flow gates.
-    - *after*: a flow with ``after[i] == j`` starts once flow j has ended; if flow j
-      failed, flow i fails at once without sending (a broken stream: pieces of a part,
-      a reply to a request).
-    - a flow with ``streamed[i]`` set continues its ``after`` flow's stream on an open
-      connection: it pays no route latency (pieces sent back to back).
-    - a flow with neither gate nor ``after`` (a *root*) starts ``start_s[i]`` seconds
-      after the round starts (default: its sender's straggler delay).
-    - a flow still in flight ``timeout_s[i]`` seconds after it started (default: never)
-      is cancelled and fails: its receiver gave up on a slow sender.
-
-    The round ends when every flow has ended; the clock then fills ``delivered`` (which
-    flows completed) and ``timed_out`` and calls ``finish(state, lost)``, where ``lost``
-    marks the peers preempted at any time during the round (they take no part, as an
-    absent peer on the rounds clock).
-    """
-
-    src: np.ndarray
-    dst: np.ndarray
-    nbytes: np.ndarray
-    finish: Callable[[State, np.ndarray], RoundStats]
-    opens: np.ndarray | None = None
-    waits: np.ndarray | None = None
-    after: np.ndarray | None = None
-    start_s: np.ndarray | None = None
-    timeout_s: np.ndarray | None = None
-    streamed: np.ndarray | None = None
-    delivered: np.ndarray | None = None  # filled by the clock
-    timed_out: np.ndarray | None = None  # filled by the clock
-
-
-class Protocol:
-    """Base class; subclasses set ``Params``, ``description`` and implement ``round``.
-
-    On the network clock, barrier-round protocols also implement :meth:`round_messages`
-    (one phase of messages, then :meth:`round` with the peers that were not lost) or
-    override :meth:`network_round`. ``network_clock`` says whether a protocol runs there.
-    ``invariants`` declares what the protocol keeps (names of :data:`INVARIANTS`); the
-    stateful tests check every registered protocol against its declaration.
+    A subclass **reads** ``self.params``, ``self.ctx`` (:class:`Context`: sizes, the
+    protocol's generator, the peer table), ``self.wire`` (the
+    :class:`~sim.kernels.compression.Wire` its vectors travel on, built once from
+    ``params.compression``; hand it to the kernels) and ``self.watcher`` (set by the
+    engine: tell it about every state change when it is not None), and counts in
+    ``self.counters``.
     """
 
     Params: ClassVar[type[ProtocolParams]]
     description: ClassVar[str] = ""
-    network_clock: ClassVar[bool] = False
     #: Event counts the protocol keeps in ``counters``; each is a field of the run's
     #: summary (0 when the protocol never counted it, e.g. on the other clock).
     counter_names: ClassVar[tuple[str, ...]] = ()
@@ -180,12 +146,27 @@ class Protocol:
         from its parameters and the run's sizes alone (nothing is built). Default:
         :attr:`state_arrays` (plus :attr:`compressed_arrays` when the wire compresses),
         no tables, no flows."""
-        compressed = getattr(params, "compression", "none") != "none"
+        compressed = not wire_of(params).exact
         return Footprint(cls.state_arrays + (cls.compressed_arrays if compressed else 0.0))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Register a concrete protocol class (one that sets ``Params`` itself) under
+        ``Params.name``; refuse a class that breaks a rule of :mod:`protocols._registry`,
+        or that is neither abstract nor given ``Params`` (it could never be run)."""
+        super().__init_subclass__(**kwargs)
+        if "Params" in vars(cls):
+            _registry.register(cls)
+        elif not hasattr(cls, "Params") and not _registry.abstract_methods(cls):
+            raise TypeError(
+                f"protocol class {cls.__module__}.{cls.__qualname__} implements every hook "
+                "but sets no Params: give it a ProtocolParams with its name"
+            )
 
     def __init__(self, params: Any, ctx: Context) -> None:
         self.params = params
         self.ctx = ctx
+        #: How the protocol's vectors travel (built once from ``params.compression``).
+        self.wire: Wire = wire_of(params)
         self.counters: dict[str, int] = dict.fromkeys(self.counter_names, 0)
 
     def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
@@ -193,34 +174,18 @@ class Protocol:
         with the scenario's ``churn.rejoin`` rule: :attr:`invariants`, less
         :data:`WIRE_SENSITIVE` when the wire compresses. Protocols whose parameters
         weaken another invariant override this."""
-        if getattr(self.params, "compression", "none") != "none":
+        if not self.wire.exact:
             return self.invariants - WIRE_SENSITIVE
         return self.invariants
 
-    def init_state(self, state: State) -> None:
+    # B027: optional hooks with a do-nothing default, not abstract (Ciw's strategy objects)
+    def init_state(self, state: State) -> None:  # noqa: B027
         """Add protocol arrays to ``state.extra`` (default: none)."""
 
+    @abstractmethod
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
-        """Run round ``t`` (0-based) over the peers where ``present`` is true."""
-        raise NotImplementedError
-
-    def round_messages(self, present: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """(src, dst) of the messages of round ``t``, sent by the present peers."""
-        raise NotImplementedError
-
-    def message_bytes(self) -> float:
-        """Bytes of one message of :meth:`round_messages` (default: one vector)."""
-        return float(self.ctx.vector_bytes)
-
-    def network_round(self, present: np.ndarray, t: int) -> NetRound:
-        """Round ``t`` on the network clock: messages, then :meth:`round` without the lost."""
-        src, dst = self.round_messages(present, t)
-        nbytes = np.full(src.size, self.message_bytes())
-
-        def finish(state: State, lost: np.ndarray) -> RoundStats:
-            return self.round(state, present & ~lost, t)
-
-        return NetRound(src, dst, nbytes, finish)
+        """Run round ``t`` (0-based) of the rounds clock over the peers where ``present``
+        ((n_peers,) bool) is true, in place on ``state``; absent peers take no part."""
 
     def describe(self) -> dict[str, Any]:
         """Quantities the protocol derives from the scenario (for ``avsim info``)."""
@@ -258,7 +223,7 @@ class Protocol:
         )
         return RowValues(np.asarray(to_numpy(self.estimate(sub)), dtype=np.float64))
 
-    def sync_rows(self, state: State, rows: np.ndarray, now: float) -> None:
+    def sync_rows(self, state: State, rows: np.ndarray, now: float) -> None:  # noqa: B027
         """Bring peers ``rows`` to simulated time ``now`` before their rows are copied
         (a ``fetch`` rejoin on the network clock), for protocols that update peers lazily
         (A²CiD²). Default: nothing."""
@@ -271,36 +236,73 @@ class Protocol:
         return None
 
 
-class RowValues(NamedTuple):
-    """Some peers' estimates as functions of time until their next change:
-    ``a − exp(−decay_rate·(t − since))·d`` (rows of (k, dim) float64, ``since`` (k,)
-    seconds); with ``d`` None, the constant ``a``."""
+class BarrierProtocol(Protocol):
+    """A protocol of rounds, each planned once and run by either clock.
 
-    a: np.ndarray
-    d: np.ndarray | None = None
-    since: np.ndarray | None = None
+    :meth:`plan` fixes a round: its random draws, its groups or pairs, the flows they
+    send and the arithmetic to do once they have ended (:class:`RoundPlan`). The network
+    clock sends the flows as a barrier round, then calls ``finish`` with the peers lost
+    meanwhile; the rounds clock calls ``finish`` at once with nobody lost (the default
+    :meth:`round`). So the two clocks draw the same numbers in the same order and, with
+    nobody lost, do the same arithmetic bit for bit.
 
+    A subclass **implements** :meth:`plan`, whose ``finish`` uses only what the plan
+    fixed (it never calls :meth:`round`: that would draw a second time); build the flow
+    arrays in ``RoundPlan.flows``, which only the network clock calls.
 
-class RowWatcher(Interface):
-    """What a protocol tells :attr:`Protocol.watcher` (when set) about state changes.
-
-    Changes applied one at a time (continuous time on the network clock): call
-    ``before(rows)`` right before changing peers ``rows`` and ``after(rows)`` right
-    after, at the simulated time of the change; the watcher reads the rows through
-    :meth:`Protocol.estimate_rows`. Changes applied in batches (waves of disjoint events
-    on the rounds clock): call ``wave(rows, before, after, at_s)`` with the rows'
-    :class:`RowValues` before and after the wave and each row's event time (both ends of
-    one event share it; ``before`` may be None when :attr:`needs_before` is false). Only
-    rows changed by the protocol's own events are reported; absent peers' A²CiD² mixing
-    changes no :class:`RowValues`.
+    A subclass **may override** :meth:`round` only where its rounds clock is an
+    idealisation of its network plan (Moshpit: groups by key at once, where the network
+    clock matchmakes in simulated time). The override must draw from ``ctx.rng`` what
+    :meth:`plan` draws, in the same order, and the clocks' equivalence tests must pass.
+    Everything else as :class:`Protocol`.
     """
 
-    needs_before: bool
+    @abstractmethod
+    def plan(self, present: np.ndarray, t: int) -> RoundPlan:
+        """Plan round ``t`` (0-based) among the peers where ``present`` ((n_peers,)
+        bool, the peers present when the round starts) is true."""
 
-    def before(self, rows: np.ndarray) -> None: ...
+    def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
+        """The rounds clock: :meth:`plan`, then its ``finish`` with nobody lost."""
+        return self.plan(present, t).finish(state, self.nobody_lost)
 
-    def after(self, rows: np.ndarray) -> None: ...
+    @cached_property
+    def nobody_lost(self) -> np.ndarray:
+        """(n_peers,) bool, all false and read-only: ``lost`` on the rounds clock."""
+        lost = np.zeros(self.ctx.n_peers, dtype=bool)
+        lost.flags.writeable = False
+        return lost
 
-    def wave(
-        self, rows: np.ndarray, before: RowValues | None, after: RowValues, at_s: np.ndarray
-    ) -> None: ...
+
+class ContinuousProtocol(Protocol):
+    """A protocol in continuous time: events at their own instants, no rounds.
+
+    On the rounds clock :meth:`round` runs one unit of time (the events that fall in
+    it, applied at once in their order). On the network clock the engine starts
+    :meth:`network_process` as a SimPy process that sends flows whenever the protocol
+    likes and updates the state as they end, and calls :meth:`sync` before every
+    measurement.
+
+    A subclass **implements** :meth:`round`, :meth:`network_process` and :meth:`sync`;
+    a protocol that updates peers lazily (A²CiD²'s mixing between events) also
+    overrides :meth:`sync_rows`, ``decay_rate`` and :meth:`estimate_rows`. Everything
+    else as :class:`Protocol`.
+    """
+
+    @abstractmethod
+    def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:
+        """The SimPy process body of the network clock (it runs until the run ends);
+        ``run`` gives the environment, the flow network, who is present and the state."""
+
+    @abstractmethod
+    def sync(self, state: State, now: float) -> None:
+        """Bring every peer's rows to simulated time ``now`` (the engine measures right
+        after); nothing for a protocol whose state is current at every instant."""
+
+
+def clocks_of(cls: type[Protocol]) -> tuple[str, ...]:
+    """The clocks a protocol class runs on: ``("rounds", "network")``, or ``("rounds",)``
+    for a plain :class:`Protocol`."""
+    if issubclass(cls, (BarrierProtocol, ContinuousProtocol)):
+        return ("rounds", "network")
+    return ("rounds",)

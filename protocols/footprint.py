@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sim.kernels._xp import GATHER_ELEMENTS
-from sim.kernels.compression import wire_bytes
+from sim.kernels.compression import Wire
 
 #: Bytes of a networkx graph per node and per edge (dict-of-dicts adjacency; measured
 #: with tracemalloc: 650 B per node of a ring, 270–380 B per edge of complete, random
@@ -123,7 +123,7 @@ def _file_graph_size(path: str, n_peers: int) -> GraphSize:
 
 
 def neighbour_footprint(
-    base: Footprint, graph: GraphSize, n_peers: int, dim: int, itemsize: int, compression: str
+    base: Footprint, graph: GraphSize, n_peers: int, dim: int, itemsize: int, wire: Wire
 ) -> Footprint:
     """Synchronous neighbourhood mixing (``gossip``, ``sgp``): a small state is gathered
     at once, (N, K, dim) twice over (the gather and its weighted deviations) for the K
@@ -138,7 +138,7 @@ def neighbour_footprint(
         state_arrays=arrays,
         flows_per_round=flows,
         flows_in_flight=flows,
-        round_bytes_per_peer=flows / max(n_peers, 1) * wire_bytes(compression, dim, itemsize),
+        round_bytes_per_peer=flows / max(n_peers, 1) * wire.message_bytes(dim, itemsize),
     )
 
 
@@ -184,7 +184,7 @@ def butterfly_footprint(
     group_size: int,
     dim: int,
     itemsize: int,
-    compression: str,
+    wire: Wire,
     group_temporaries: bool,
     pieces_per_part: float = 1.0,
 ) -> Footprint:
@@ -201,7 +201,7 @@ def butterfly_footprint(
         float64_arrays=3 * share,
         flows_per_round=flows,
         flows_in_flight=min(flows, 2.0 * n_peers * (g - 1)),
-        round_bytes_per_peer=2 * (g - 1) / g * wire_bytes(compression, dim, itemsize),
+        round_bytes_per_peer=2 * (g - 1) / g * wire.message_bytes(dim, itemsize),
     )
 
 

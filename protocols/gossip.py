@@ -48,13 +48,14 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from protocols._common import Compression, as_mask, mean_drift
-from protocols.base import Context, Protocol, RoundStats, State
+from protocols._common import Compression, as_mask, mean_drift, wire_of
+from protocols.base import BarrierProtocol
+from protocols.contract import Context, Flows, RoundPlan, RoundStats, State
 from protocols.footprint import Footprint, graph_size, neighbour_footprint
 from protocols.topology import TopologyParams, build_graph, neighbour_table
 from sim.kernels import neighbour_mean
 from sim.kernels._xp import column, namespace
-from sim.kernels.compression import roundtrip, wire_bytes
+from sim.kernels.compression import Wire
 
 
 class GossipParams(TopologyParams):
@@ -83,7 +84,7 @@ def column_excess(neighbours: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def compressed_neighbour_mean(
-    x: Any, neighbours: np.ndarray, weights: np.ndarray, method: str
+    x: Any, neighbours: np.ndarray, weights: np.ndarray, wire: Wire
 ) -> tuple[Any, float]:
     """:func:`neighbour_mean` through a compressing wire, and the shift of the mean.
 
@@ -97,7 +98,7 @@ def compressed_neighbour_mean(
     """
     xp = namespace(x)
     weights = np.where(neighbours == np.arange(neighbours.shape[0])[:, None], 0.0, weights)
-    xq, _ = roundtrip(x, method)
+    xq = wire.receive(x)
     moved = neighbour_mean(xp.asarray(xq, copy=True), neighbours, weights) - xq
     y = x + moved + column(xp, x, weights.sum(axis=1)) * (xq - x)
     return y, wire_drift(x, y)
@@ -110,12 +111,11 @@ def wire_drift(x: Any, y: Any) -> float:
     return float(xp.sqrt(xp.sum(shift * shift))) / x.shape[0] / math.sqrt(x.shape[1])
 
 
-class Gossip(Protocol):
+class Gossip(BarrierProtocol):
     """Synchronous gossip: each present peer averages with its present neighbours."""
 
     Params = GossipParams
     description = "synchronous neighbourhood averaging on a graph (uniform or Metropolis)"
-    network_clock = True
     invariants = frozenset({"sum", "hull", "drift_reported", "absent_unchanged"})
     #: x, the accumulated neighbour sum, a neighbour's rows and their deviations; the
     #: wire adds the quantized copy, its working copy and the decoded step.
@@ -127,7 +127,7 @@ class Gossip(Protocol):
         """Neighbourhood mixing over the graph, which is kept with its neighbour table."""
         graph = graph_size(params, n_peers)
         base = super().footprint(params, n_peers, dim, itemsize, clock)
-        base = neighbour_footprint(base, graph, n_peers, dim, itemsize, params.compression)
+        base = neighbour_footprint(base, graph, n_peers, dim, itemsize, wire_of(params))
         return replace(base, table_bytes=graph.table_bytes(n_peers))
 
     def __init__(self, params: GossipParams, ctx: Context) -> None:
@@ -135,42 +135,45 @@ class Gossip(Protocol):
         self.graph = build_graph(params, ctx.n_peers, ctx.rng)
         self.neighbours, self.valid = neighbour_table(self.graph, ctx.n_peers)
         everyone = np.ones(ctx.n_peers, dtype=bool)
-        self._full = self._plan(everyone)
-        self._message_bytes = wire_bytes(params.compression, ctx.dim, ctx.itemsize)
+        self._full = self._weights(everyone)
+        self._message_bytes = self.wire.message_bytes(ctx.dim, ctx.itemsize)
 
     def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
         """``uniform`` weights are row-stochastic only: the sum may move (it is reported)."""
         kept = super().invariants_in_force(clock, rejoin)
         return kept - {"sum"} if self.params.weights == "uniform" else kept
 
-    def _plan(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    def _weights(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         weights = gossip_weights(self.neighbours, self.valid, mask, self.params.weights)
         excess = np.zeros(0)
         if self.params.weights == "uniform":
             excess = column_excess(self.neighbours, weights)
         return weights, excess, int(np.count_nonzero(weights))
 
-    def round_messages(self, present: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """Every present peer sends its vector to each of its neighbours."""
-        sends = self.valid & as_mask(present, self.ctx.n_peers)[:, None]
-        src = np.broadcast_to(np.arange(self.ctx.n_peers)[:, None], sends.shape)[sends]
-        return src, self.neighbours[sends]
-
-    def message_bytes(self) -> float:
-        """One vector through the wire (``wire_bytes`` of the compression)."""
-        return float(self._message_bytes)
-
-    def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
-        """One synchronous mixing step over the present subgraph."""
+    def plan(self, present: np.ndarray, t: int) -> RoundPlan:
+        """Every present peer sends its vector (through the wire) to each of its
+        neighbours; then the peers not lost mix over the subgraph of those peers."""
         mask = as_mask(present, self.ctx.n_peers)
-        weights, excess, messages = self._full if mask.all() else self._plan(mask)
-        if self.params.compression == "none":
+
+        def flows() -> Flows:
+            sends = self.valid & mask[:, None]
+            src = np.broadcast_to(np.arange(self.ctx.n_peers)[:, None], sends.shape)[sends]
+            nbytes = np.full(src.size, float(self._message_bytes))
+            return Flows(src, self.neighbours[sends], nbytes)
+
+        def finish(state: State, lost: np.ndarray) -> RoundStats:
+            return self._mix(state, mask & ~lost)
+
+        return RoundPlan(finish, flows)
+
+    def _mix(self, state: State, mask: np.ndarray) -> RoundStats:
+        """One synchronous mixing step over the subgraph of the peers in ``mask``."""
+        weights, excess, messages = self._full if mask.all() else self._weights(mask)
+        if self.wire.exact:
             drift = mean_drift(state.x, excess)
             state.x = neighbour_mean(state.x, self.neighbours, weights)
         else:
-            state.x, drift = compressed_neighbour_mean(
-                state.x, self.neighbours, weights, self.params.compression
-            )
+            state.x, drift = compressed_neighbour_mean(state.x, self.neighbours, weights, self.wire)
         return RoundStats(
             bytes_sent=float(messages * self._message_bytes),
             messages=messages,

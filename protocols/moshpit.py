@@ -69,6 +69,7 @@ from pydantic import Field, model_validator
 
 from protocols import _grid
 from protocols import _moshpit_net as net
+from protocols._butterfly import ButterflySetup, ShareCache, compressed_round
 from protocols._common import (
     Bytes,
     Compression,
@@ -76,12 +77,13 @@ from protocols._common import (
     as_mask,
     butterfly_traffic,
     shift_drift,
+    wire_of,
 )
-from protocols.base import Context, NetRound, Protocol, ProtocolParams, RoundStats, State
+from protocols.base import BarrierProtocol, ProtocolParams
+from protocols.contract import IDLE_ROUND_S, Context, RoundPlan, RoundStats, State
 from protocols.footprint import Footprint, butterfly_footprint
 from sim.kernels import Groups, group_mean
 from sim.kernels.butterfly import butterfly_pieces
-from sim.netclock import IDLE_ROUND_S
 
 _MAX_CELLS = 2**62
 
@@ -138,12 +140,13 @@ def _groups_of(members: list[np.ndarray], n_peers: int) -> Groups:
     return Groups.from_labels(labels, np.concatenate([visit, rest]))
 
 
-class Moshpit(Protocol):
-    """Moshpit All-Reduce on the rounds clock (re-keyed or fixed grid)."""
+class Moshpit(BarrierProtocol):
+    """Moshpit All-Reduce (re-keyed or fixed grid): groups by key at once on the rounds
+    clock (:meth:`round`), matchmaking and butterflies as flows on the network clock
+    (:meth:`plan`)."""
 
     Params = MoshpitParams
     description = "Moshpit All-Reduce: groups on a virtual M^d grid, re-keyed every round"
-    network_clock = True
     #: groups that averaged; groups that did not form (under ``min_group_size``, or no
     #: member able to reduce); groups cancelled by ``abort``; network clock: members
     #: lost or given up on inside a group, and flows cancelled by a timeout.
@@ -160,10 +163,9 @@ class Moshpit(Protocol):
         g = max(1, min(params.group_size, n_peers))
         piece_coords = max(1, int(params.part_bytes) // itemsize)
         pieces = math.ceil(math.ceil(dim / g) / piece_coords)
-        temporaries = params.compression != "none" or clock == "network"
-        return butterfly_footprint(
-            n_peers, g, dim, itemsize, params.compression, temporaries, float(pieces)
-        )
+        wire = wire_of(params)
+        temporaries = not wire.exact or clock == "network"
+        return butterfly_footprint(n_peers, g, dim, itemsize, wire, temporaries, float(pieces))
 
     def __init__(self, params: MoshpitParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -178,11 +180,11 @@ class Moshpit(Protocol):
             self._full_failed = [
                 g.n_groups - kept.n_groups for g, kept in zip(full, self._full_lines, strict=True)
             ]
-        self._wire = net.Wire(
+        self._setup = ButterflySetup(
             ctx.dim,
             ctx.itemsize,
             params.part_bytes,
-            params.compression,
+            self.wire,
             net.timeout_or_inf(params.sender_timeout),
             net.timeout_or_inf(params.reducer_timeout_s),
         )
@@ -195,8 +197,8 @@ class Moshpit(Protocol):
                 peers["upload_bytes_per_s"].to_numpy(), peers["download_bytes_per_s"].to_numpy()
             )
             client, self._delay_s = peers["client"].to_numpy(bool), peers["delay_s"].to_numpy()
-        self._shares = net.ShareCache(bandwidth, ~client, ctx.dim, params.load_balance)
-        self._equal = net.ShareCache(np.ones(n), np.ones(n, bool), ctx.dim, balance=False)
+        self._shares = ShareCache(bandwidth, ~client, ctx.dim, params.load_balance)
+        self._equal = ShareCache(np.ones(n), np.ones(n, bool), ctx.dim, balance=False)
 
     def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
         """``partial`` faults on the network clock average each piece over whoever it
@@ -225,7 +227,12 @@ class Moshpit(Protocol):
         }
 
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
-        """Form this round's groups from the present peers and average each."""
+        """Form this round's groups from the present peers and average each.
+
+        The rounds clock's idealisation of :meth:`plan` (groups by key at once, no
+        matchmaking in time), hence an override: it draws the round's shuffle from the
+        generator exactly as :meth:`plan` does (one permutation when re-keying with
+        d > 1), and on a full grid without failures both clocks give the same vectors."""
         mask = as_mask(present, self.ctx.n_peers)
         if self.params.rekey:
             groups = self._keyed_groups(mask)
@@ -236,7 +243,7 @@ class Moshpit(Protocol):
             self.counters["groups_failed"] += self._full_failed[axis]
         else:
             groups = self._line_groups(mask, self.lines[t % self.params.grid_dims])
-        if self.params.compression == "none":
+        if self.wire.exact:
             state.x = group_mean(state.x, groups)
             nbytes, messages = butterfly_traffic(groups.counts, self.ctx.vector_bytes)
             return RoundStats(bytes_sent=nbytes, messages=messages)
@@ -244,8 +251,8 @@ class Moshpit(Protocol):
 
     def _compressed(self, state: State, groups: Groups) -> RoundStats:
         """Rounds clock with compression: every group's butterfly through the wire."""
-        state.x, nbytes, messages, shift = net.compressed_round(
-            state.x, groups, self._equal, self._wire
+        state.x, nbytes, messages, shift = compressed_round(
+            state.x, groups, self._equal, self._setup
         )
         return RoundStats(bytes_sent=nbytes, messages=messages, mean_drift=self._drift(shift))
 
@@ -253,7 +260,7 @@ class Moshpit(Protocol):
         return shift_drift(shift, self.ctx.n_peers)
 
     # -- network clock ---------------------------------------------------------------------
-    def network_round(self, present: np.ndarray, t: int) -> NetRound:
+    def plan(self, present: np.ndarray, t: int) -> RoundPlan:
         """Matchmaking, then a butterfly per assembled group (:mod:`protocols._moshpit_net`)."""
         mask = as_mask(present, self.ctx.n_peers)
         labels, rank = self._round_labels(mask, t)
@@ -261,21 +268,18 @@ class Moshpit(Protocol):
         matched = net.matchmake(
             labels, self._delay_s, rank, p.group_size, p.min_group_size, p.matchmaking_time
         )
-        plans, flows = net.plan_groups(matched, self._shares, self._wire)
+        plans, flows = net.plan_groups(matched, self._shares, self._setup)
         self.counters["groups_failed"] += matched.too_small + len(matched.groups) - len(plans)
 
         def finish(state: State, lost: np.ndarray) -> RoundStats:
             if not plans:
                 return RoundStats(wait_s=max(0.0, matched.latest_s - IDLE_ROUND_S))
-            assert plan.delivered is not None
-            assert plan.timed_out is not None
-            return self._finish(state, plans, plan.delivered, plan.timed_out, lost)
+            assert planned.delivered is not None
+            assert planned.timed_out is not None
+            return self._finish(state, plans, planned.delivered, planned.timed_out, lost)
 
-        plan = NetRound(
-            flows.src, flows.dst, flows.nbytes, finish, flows.opens, flows.waits,
-            flows.after, flows.start_s, flows.timeout_s, flows.streamed,
-        )  # fmt: skip
-        return plan
+        planned = RoundPlan(finish, lambda: flows)
+        return planned
 
     def _round_labels(self, mask: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
         """Keys (−1: absent) and the round's shuffle rank, drawn as on the rounds clock."""
@@ -296,7 +300,7 @@ class Moshpit(Protocol):
         lost: np.ndarray,
     ) -> RoundStats:
         """The round's arithmetic from what each group's flows achieved."""
-        fault, method = self.params.fault_model, self.params.compression
+        fault = self.params.fault_model
         self.counters["flows_timed_out"] += int(np.count_nonzero(timed_out))
         clean_groups: list[np.ndarray] = []
         shift = np.zeros(self.ctx.dim)
@@ -308,7 +312,7 @@ class Moshpit(Protocol):
                 self.counters["groups_aborted"] += 1
                 continue
             self.counters["groups_formed"] += 1
-            if clean and method == "none":
+            if clean and self.wire.exact:
                 clean_groups.append(plan.members)
             else:
                 if clean or fault == "idealized":
@@ -319,7 +323,7 @@ class Moshpit(Protocol):
                     )
                 state.x, moved = butterfly_pieces(
                     state.x, plan.members, plan.bounds, plan.reducer, contributes, receives,
-                    method,
+                    self.wire,
                 )  # fmt: skip
                 shift += moved
             self._rekey(plan.members[~failed], np.flatnonzero(~failed))

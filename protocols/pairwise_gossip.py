@@ -55,12 +55,11 @@ from typing import Any, Literal
 import numpy as np
 import simpy
 
-from protocols._async_net import RunEnv, exchange_process
+from protocols._async_net import exchange_process
 from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, host_rows, waves
-from protocols.base import RoundStats, RowValues, RowWatcher, State
-from sim.kernels import pairwise_delta
-from sim.kernels._xp import namespace, take_rows
-from sim.kernels.compression import roundtrip
+from protocols.contract import RoundStats, RowValues, RowWatcher, RunEnv, State
+from sim.kernels.compression import IDENTITY, WireLike, as_wire
+from sim.kernels.pairwise import exchange_differences, move_pairs
 
 
 class PairwiseGossipParams(EdgeClockParams):
@@ -73,7 +72,7 @@ def apply_exchanges(
     x: Any,
     i: np.ndarray,
     j: np.ndarray,
-    compression: str = "none",
+    wire: WireLike = IDENTITY,
     watcher: RowWatcher | None = None,
     times: np.ndarray | None = None,
 ) -> Any:
@@ -86,46 +85,35 @@ def apply_exchanges(
     i, j
         (K,) host rows, i_k ≠ j_k, in the order the exchanges happen (pairs may share
         peers).
-    compression
-        Wire compression of the vectors sent (each one message); default ``none``.
+    wire
+        How the vectors sent travel (each one message); default exact.
     watcher, times
         Told each wave's rows before and after it, with the exchanges' times ((K,)),
-        when given (:class:`~protocols.base.RowWatcher`).
+        when given (:class:`~protocols.contract.RowWatcher`).
 
     Returns
     -------
     (n_peers, dim) array: the result of the K exchanges in order.
     """
+    wire = as_wire(wire)
     for wave in waves(i, j):
         a, b = i[wave], j[wave]
         if watcher is not None and times is not None:
             rows = np.concatenate((a, b))
             before = RowValues(host_rows(x, rows)) if watcher.needs_before else None
-            x = _exchange_wave(x, a, b, compression)
+            x = _exchange_wave(x, a, b, wire)
             at = np.concatenate((times[wave], times[wave]))
             watcher.wave(rows, before, RowValues(host_rows(x, rows)), at)
             continue
-        x = _exchange_wave(x, a, b, compression)
+        x = _exchange_wave(x, a, b, wire)
     return x
 
 
-def _exchange_wave(x: Any, a: np.ndarray, b: np.ndarray, compression: str) -> Any:
-    """One wave of disjoint exchanges (a_k, b_k) (see :func:`apply_exchanges`)."""
-    if compression == "none":
-        return pairwise_delta(x, a, b)
-    xp = namespace(x)
-    sent = take_rows(xp, x, np.concatenate((a, b)))
-    received = roundtrip(sent, compression)[0]
-    pairs = a.size
-    return pairwise_delta(
-        x,
-        a,
-        b,
-        sent[:pairs, ...],
-        sent[pairs:, ...],
-        received[:pairs, ...],
-        received[pairs:, ...],
-    )
+def _exchange_wave(x: Any, a: np.ndarray, b: np.ndarray, wire: WireLike) -> Any:
+    """One wave of disjoint exchanges (a_k, b_k) (see :func:`apply_exchanges`): the
+    network clock's snapshot and update, at one instant."""
+    d_a, d_b = exchange_differences(x, a, b, wire)
+    return move_pairs(x, a, b, d_a, d_b, 0.5)
 
 
 class PairwiseGossip(EdgeClockProtocol):
@@ -133,7 +121,6 @@ class PairwiseGossip(EdgeClockProtocol):
 
     Params = PairwiseGossipParams
     description = "asynchronous pairwise gossip on Poisson edge clocks (Boyd et al.)"
-    network_clock = True
     invariants = frozenset({"sum", "hull", "absent_unchanged", "atomic_exchanges"})
     #: x; a wave adds both ends' rows, their difference and its half (``wave_arrays``);
     #: the wire adds the decoded rows and the codec's working copies.
@@ -143,9 +130,12 @@ class PairwiseGossip(EdgeClockProtocol):
     def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
         """One unit of time: the round's exchanges at their ring times, in order."""
         times, i, j = self.ring_round(present)
-        state.x = apply_exchanges(state.x, i, j, self.params.compression, self.watcher, t + times)
+        state.x = apply_exchanges(state.x, i, j, self.wire, self.watcher, t + times)
         return self.exchange_stats(i.size)
 
     def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:
         """SimPy process body of the network clock: exchanges as flows, in continuous time."""
         return exchange_process(self, run)
+
+    def sync(self, state: State, now: float) -> None:
+        """Nothing: every exchange is applied at its instant, the state is always current."""

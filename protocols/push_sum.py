@@ -66,16 +66,18 @@ import numpy as np
 import simpy
 from pydantic import Field
 
-from protocols._async_net import RunEnv, push_process
+from protocols._async_net import push_process
 from protocols._common import Compression, Rate, as_mask
-from protocols._edge_clocks import PoissonClocks, waves, wire_vector_bytes
-from protocols.base import Context, Protocol, RoundStats, RowValues, RowWatcher, State
+from protocols._edge_clocks import PoissonClocks, waves
+from protocols.base import ContinuousProtocol
+from protocols.contract import Context, RoundStats, RowValues, RowWatcher, RunEnv, State
 from protocols.footprint import Footprint, exchange_footprint, graph_size, wave_share
 from protocols.topology import TopologyParams, build_graph, neighbour_table
 from sim import units
 from sim.backend import to_numpy
 from sim.kernels import push_half
 from sim.kernels._xp import namespace, take_rows
+from sim.kernels.compression import IDENTITY, WireLike
 
 
 class PushSumParams(TopologyParams):
@@ -97,19 +99,19 @@ def apply_pushes(
     w: Any,
     senders: np.ndarray,
     targets: np.ndarray,
-    compression: str = "none",
+    wire: WireLike = IDENTITY,
     watcher: RowWatcher | None = None,
     times: np.ndarray | None = None,
 ) -> tuple[Any, Any]:
     """Pushes (s_k → t_k) one after another, batched in waves of disjoint pairs (h_x
-    through the ``compression`` wire, h_w exact). ``watcher`` (with the pushes'
+    through ``wire``, h_w exact). ``watcher`` (with the pushes'
     ``times``) is shown each wave's estimates x/w before and after it."""
     for wave in waves(senders, targets):
         rows = before = None
         if watcher is not None and times is not None:
             rows = np.concatenate((senders[wave], targets[wave]))
             before = RowValues(estimate_rows(x, w, rows))  # pushes never keep Σ(x/w)
-        x = push_half(x, senders[wave], targets[wave], compression)
+        x = push_half(x, senders[wave], targets[wave], wire)
         w = push_half(w, senders[wave], targets[wave])
         if watcher is not None and times is not None and rows is not None:
             after = RowValues(estimate_rows(x, w, rows))
@@ -126,12 +128,11 @@ def estimate_rows(x: Any, w: Any, rows: np.ndarray) -> np.ndarray:
     return np.asarray(to_numpy(take_rows(xp, x, rows) / take_rows(xp, w, rows)), dtype=float)
 
 
-class PushSum(Protocol):
+class PushSum(ContinuousProtocol):
     """Asynchronous push-sum: each peer pushes half of (x, w) at its Poisson times."""
 
     Params = PushSumParams
     description = "asynchronous push-sum on Poisson peer clocks (Kempe et al.)"
-    network_clock = True
     counter_names = (
         "rings", "pushes", "skipped_absent", "skipped_isolated", "skipped_busy", "completed",
         "cancelled",
@@ -167,7 +168,7 @@ class PushSum(Protocol):
         self.neighbours = neighbours if neighbours.shape[1] else itself  # no edge at all
         self.clocks = PoissonClocks(np.full(ctx.n_peers, params.rate))
         #: Bytes of one push: h_x (S, or less with ``compression``) and h_w (itemsize).
-        self.push_bytes = wire_vector_bytes(ctx, params.compression) + ctx.itemsize
+        self.push_bytes = self.wire.message_bytes(ctx.dim, ctx.itemsize) + ctx.itemsize
 
     def init_state(self, state: State) -> None:
         """Add the weights w = 1 (``state.extra["w"]``, shape (N, 1), the dtype of x)."""
@@ -210,7 +211,7 @@ class PushSum(Protocol):
         """One unit of time: the round's pushes at their ring times, in order."""
         senders, targets, times = self._pushes(as_mask(present, self.ctx.n_peers))
         state.x, state.extra["w"] = apply_pushes(
-            state.x, state.extra["w"], senders, targets, self.params.compression,
+            state.x, state.extra["w"], senders, targets, self.wire,
             self.watcher, t + times,
         )  # fmt: skip
         pushes = senders.size
@@ -219,3 +220,6 @@ class PushSum(Protocol):
     def network_process(self, run: RunEnv) -> Generator[simpy.Event, Any, None]:
         """SimPy process body of the network clock: pushes as flows, in continuous time."""
         return push_process(self, run)
+
+    def sync(self, state: State, now: float) -> None:
+        """Nothing: every push is applied on delivery, the state is always current."""

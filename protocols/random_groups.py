@@ -32,10 +32,17 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from protocols import _moshpit_net as wire
-from protocols._butterfly import butterfly_flows, compressed_part_nbytes, without
-from protocols._common import Compression, as_mask, butterfly_traffic, shift_drift
-from protocols.base import Context, NetRound, Protocol, ProtocolParams, RoundStats, State
+from protocols._butterfly import (
+    ButterflySetup,
+    ShareCache,
+    butterfly_flows,
+    compressed_part_nbytes,
+    compressed_round,
+    without,
+)
+from protocols._common import Compression, as_mask, butterfly_traffic, shift_drift, wire_of
+from protocols.base import BarrierProtocol, ProtocolParams
+from protocols.contract import Context, Flows, RoundPlan, RoundStats, State
 from protocols.footprint import Footprint, butterfly_footprint
 from sim.kernels import Groups, group_mean
 
@@ -71,30 +78,28 @@ def random_partition(rows: np.ndarray, group_size: int, n_peers: int) -> Groups:
     return Groups(n_peers, table[table >= 0], starts, counts)
 
 
-class RandomGroups(Protocol):
+class RandomGroups(BarrierProtocol):
     """Each round, random disjoint groups of ``group_size`` present peers average."""
 
     Params = RandomGroupsParams
     description = "each round the present peers are shuffled into groups that average"
-    network_clock = True
     invariants = frozenset({"sum", "hull", "drift_reported", "absent_unchanged"})
 
     @classmethod
     def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:
         """Group means in place; a compressing wire adds one group's butterfly at a
         time; one butterfly of flows per group and round."""
-        compressed = params.compression != "none"
-        return butterfly_footprint(
-            n_peers, params.group_size, dim, itemsize, params.compression, compressed
-        )
+        wire = wire_of(params)
+        return butterfly_footprint(n_peers, params.group_size, dim, itemsize, wire, not wire.exact)
 
     def __init__(self, params: RandomGroupsParams, ctx: Context) -> None:
         super().__init__(params, ctx)
-        n, method = ctx.n_peers, params.compression
-        self._shares = wire.ShareCache(np.ones(n), np.ones(n, bool), ctx.dim, balance=False)
-        self._wire = wire.Wire(ctx.dim, ctx.itemsize, ctx.vector_bytes, method, 0.0, 0.0)
+        n, wire = ctx.n_peers, self.wire
+        self._shares = ShareCache(np.ones(n), np.ones(n, bool), ctx.dim, balance=False)
+        self._setup = ButterflySetup(ctx.dim, ctx.itemsize, ctx.vector_bytes, wire)
+        # an exact wire splits the vector fluidly (S/g); a lossy one in whole coordinates
         self._part_nbytes = (
-            None if method == "none" else compressed_part_nbytes(method, ctx.dim, ctx.itemsize)
+            None if wire.exact else compressed_part_nbytes(wire, ctx.dim, ctx.itemsize)
         )
 
     def groups(self, present: np.ndarray) -> Groups:
@@ -103,28 +108,28 @@ class RandomGroups(Protocol):
         rows = rows[self.ctx.rng.permutation(rows.size)]
         return random_partition(rows, self.params.group_size, self.ctx.n_peers)
 
-    def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
-        """Shuffle the present peers, cut them into groups and average each group."""
-        return self.average(state, self.groups(present))
-
-    def network_round(self, present: np.ndarray, t: int) -> NetRound:
-        """Butterfly all-reduce flows per group; members lost mid-round are left out
-        (the others average among themselves, as ``idealized`` faults)."""
+    def plan(self, present: np.ndarray, t: int) -> RoundPlan:
+        """Shuffle the present peers and cut them into groups; each group runs a
+        butterfly all-reduce (its flows), then averages. Members lost mid-round are left
+        out (the others average among themselves, as ``idealized`` faults)."""
         groups = self.groups(present)
-        src, dst, nbytes, opens, waits = butterfly_flows(
-            groups, self.ctx.vector_bytes, self._part_nbytes
-        )
+
+        def flows() -> Flows:
+            src, dst, nbytes, opens, waits = butterfly_flows(
+                groups, self.ctx.vector_bytes, self._part_nbytes
+            )
+            return Flows(src, dst, nbytes, opens, waits)
 
         def finish(state: State, lost: np.ndarray) -> RoundStats:
             return self.average(state, without(groups, lost) if lost.any() else groups)
 
-        return NetRound(src, dst, nbytes, finish, opens, waits)
+        return RoundPlan(finish, flows)
 
     def average(self, state: State, groups: Groups) -> RoundStats:
         """Replace every member's vector by its group's mean (through the wire)."""
-        if self.params.compression != "none":
-            state.x, nbytes, messages, shift = wire.compressed_round(
-                state.x, groups, self._shares, self._wire
+        if not self.wire.exact:
+            state.x, nbytes, messages, shift = compressed_round(
+                state.x, groups, self._shares, self._setup
             )
             drift = shift_drift(shift, self.ctx.n_peers)
             return RoundStats(bytes_sent=nbytes, messages=messages, mean_drift=drift)

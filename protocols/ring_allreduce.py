@@ -40,12 +40,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from protocols._common import Compression, Seconds, as_mask, shift_drift
+from protocols._common import Compression, Seconds, as_mask, shift_drift, wire_of
 from protocols._load_balance import whole_coordinates
-from protocols.base import NetRound, Protocol, ProtocolParams, RoundStats, State
+from protocols.base import BarrierProtocol, ProtocolParams
+from protocols.contract import Flows, RoundPlan, RoundStats, State
 from protocols.footprint import Footprint
 from sim.kernels import Groups, group_mean
-from sim.kernels.compression import wire_bytes, wire_bytes_of
 from sim.kernels.ring import ring_reduce
 
 
@@ -75,12 +75,11 @@ def ring_flows(members: np.ndarray, pieces: int = 1) -> tuple[np.ndarray, ...]:
     return src, dst, np.full(flow.size, 1.0 / (n * pieces)), flow, waits, after
 
 
-class RingAllreduce(Protocol):
+class RingAllreduce(BarrierProtocol):
     """Ring all-reduce over the present peers; aborts and restarts on any loss."""
 
     Params = RingAllreduceParams
     description = "ring all-reduce of the present peers; any loss aborts, restart after a delay"
-    network_clock = True
     invariants = frozenset({"sum", "hull", "drift_reported", "absent_unchanged"})
 
     @classmethod
@@ -89,7 +88,8 @@ class RingAllreduce(Protocol):
         and after, the chunks in transit and the owners' mask, and the sum's shift in
         float64 (both rows and their difference). Flows: 2(N − 1) steps of N chunks of
         ``pipeline_chunks`` pieces; a member streams its pieces one after another."""
-        compressed = params.compression != "none"
+        wire = wire_of(params)
+        compressed = not wire.exact
         pieces = params.pipeline_chunks
         n = max(n_peers, 1)
         flows = 2.0 * (n - 1) * n * pieces
@@ -98,42 +98,43 @@ class RingAllreduce(Protocol):
             float64_arrays=3.0 if compressed else 0.0,
             flows_per_round=flows,
             flows_in_flight=min(flows, 2.0 * n * pieces),
-            round_bytes_per_peer=2 * (n - 1) / n * wire_bytes(params.compression, dim, itemsize),
+            round_bytes_per_peer=2 * (n - 1) / n * wire.message_bytes(dim, itemsize),
         )
 
-    def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
-        """Rounds clock: the present peers get their exact mean."""
+    def plan(self, present: np.ndarray, t: int) -> RoundPlan:
+        """One attempt around the ring of the present peers, as a chain of flows. Any
+        member lost aborts it (everyone keeps its vector; the next attempt starts
+        ``restart_delay`` later); otherwise the members get their exact mean."""
         members = np.flatnonzero(as_mask(present, self.ctx.n_peers))
         if members.size < 2:
-            return RoundStats()
-        method = self.params.compression
-        if method != "none":
+            return RoundPlan(lambda state, lost: RoundStats())
+
+        def flows() -> Flows:
+            pieces = self.params.pipeline_chunks
+            src, dst, fraction, opens, waits, after = ring_flows(members, pieces)
+            nbytes = fraction * self.ctx.vector_bytes
+            if not self.wire.exact:  # whole coordinates (an exact wire: the fluid S/n)
+                nbytes = self._compressed_bytes(members.size, opens.size)
+            return Flows(src, dst, nbytes, opens, waits, after)
+
+        def finish(state: State, lost: np.ndarray) -> RoundStats:
+            if lost[members].any():  # abort: everyone keeps its vector
+                return RoundStats(wait_s=self.params.restart_delay)
+            return self._reduce(state, members)
+
+        return RoundPlan(finish, flows)
+
+    def _reduce(self, state: State, members: np.ndarray) -> RoundStats:
+        """The ``members`` (two or more) get their exact mean (through the wire)."""
+        if not self.wire.exact:
             counts = self._chunks(members.size)
-            state.x, shift = ring_reduce(state.x, members, counts, method)
-            nbytes = 2 * (members.size - 1) * wire_bytes_of(method, counts, self.ctx.itemsize).sum()
+            state.x, shift = ring_reduce(state.x, members, counts, self.wire)
+            nbytes = 2 * (members.size - 1) * self.wire.nbytes(counts, self.ctx.itemsize).sum()
             drift = shift_drift(shift, self.ctx.n_peers)
             return RoundStats(float(nbytes), 2 * members.size * (members.size - 1), drift)
         state.x = group_mean(state.x, Groups.single(members, self.ctx.n_peers))
         nbytes = 2 * (members.size - 1) * self.ctx.vector_bytes
         return RoundStats(float(nbytes), 2 * members.size * (members.size - 1))
-
-    def network_round(self, present: np.ndarray, t: int) -> NetRound:
-        """One attempt as a chain of flows around the ring of the present peers."""
-        members = np.flatnonzero(as_mask(present, self.ctx.n_peers))
-        if members.size < 2:
-            empty = np.zeros(0, dtype=np.intp)
-            return NetRound(empty, empty, np.zeros(0), lambda state, lost: RoundStats())
-        src, dst, fraction, opens, waits, after = ring_flows(members, self.params.pipeline_chunks)
-
-        def finish(state: State, lost: np.ndarray) -> RoundStats:
-            if lost[members].any():  # abort: everyone keeps its vector
-                return RoundStats(wait_s=self.params.restart_delay)
-            return self.round(state, present, t)
-
-        nbytes = fraction * self.ctx.vector_bytes
-        if self.params.compression != "none":
-            nbytes = self._compressed_bytes(members.size, opens.size)
-        return NetRound(src, dst, nbytes, finish, opens, waits, after)
 
     def _chunks(self, n: int) -> np.ndarray:
         """Whole coordinates of each of the n chunks (the first dim mod n get one more)."""
@@ -147,4 +148,4 @@ class RingAllreduce(Protocol):
         chunk = np.where(k < n - 1, i - k, i + 1 - (k - (n - 1))) % n
         coords = self._chunks(n)[chunk]
         coords = coords // pieces + (piece < coords % pieces)
-        return wire_bytes_of(self.params.compression, coords, self.ctx.itemsize)
+        return self.wire.nbytes(coords, self.ctx.itemsize)

@@ -53,13 +53,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from protocols._common import Compression, as_mask, mean_drift
-from protocols.base import Context, Protocol, ProtocolParams, RoundStats, State
+from protocols._common import Compression, as_mask, mean_drift, wire_of
+from protocols.base import BarrierProtocol, ProtocolParams
+from protocols.contract import Context, Flows, RoundPlan, RoundStats, State
 from protocols.footprint import Footprint, GraphSize, neighbour_footprint
 from protocols.gossip import column_excess, compressed_neighbour_mean, wire_drift
 from sim.kernels import ell_mix, neighbour_mean
 from sim.kernels._xp import namespace
-from sim.kernels.compression import roundtrip, wire_bytes
 
 
 class SgpParams(ProtocolParams):
@@ -77,12 +77,11 @@ def offsets(n_peers: int, t: int) -> tuple[int, int]:
     return 2**h % n_peers, 2 ** (h + 1) % n_peers
 
 
-class Sgp(Protocol):
+class Sgp(BarrierProtocol):
     """Exponential-graph averaging, optionally as true push-sum."""
 
     Params = SgpParams
     description = "SGP-style mixing on a time-varying exponential graph (push_sum optional)"
-    network_clock = True
     invariants = frozenset(
         {"sum", "weight_sum", "positive_weights", "hull", "drift_reported", "absent_unchanged"}
     )
@@ -92,18 +91,19 @@ class Sgp(Protocol):
         """Mixing along two offsets (an (N, 2) table): as gossip on a 2-regular graph;
         push-sum's column-stochastic step holds one more array (the scaled x), and its
         compressed step two mixings (exact own terms, decoded received ones)."""
+        wire = wire_of(params)
         if params.push_sum:
-            arrays = 5.0 + (4.0 if params.compression != "none" else 0.0)
+            arrays = 5.0 + (0.0 if wire.exact else 4.0)
         else:
-            arrays = 4.0 + (3.0 if params.compression != "none" else 0.0)
+            arrays = 4.0 + (0.0 if wire.exact else 3.0)
         graph = GraphSize(float(n_peers), min(2.0, max(n_peers - 1.0, 0.0)))
         base = Footprint(state_arrays=arrays)
-        return neighbour_footprint(base, graph, n_peers, dim, itemsize, params.compression)
+        return neighbour_footprint(base, graph, n_peers, dim, itemsize, wire)
 
     def __init__(self, params: SgpParams, ctx: Context) -> None:
         super().__init__(params, ctx)
         self._peers = np.arange(ctx.n_peers)
-        self._vector_bytes = wire_bytes(params.compression, ctx.dim, ctx.itemsize)
+        self._vector_bytes = self.wire.message_bytes(ctx.dim, ctx.itemsize)
 
     def init_state(self, state: State) -> None:
         """Add the push-sum weights w = 1 (shape (N, 1), the dtype of x) when enabled."""
@@ -130,35 +130,39 @@ class Sgp(Protocol):
         a, b = offsets(self.ctx.n_peers, t)
         return (self._peers[:, None] + sign * np.array([a, b])) % self.ctx.n_peers
 
-    def round_messages(self, present: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+    def plan(self, present: np.ndarray, t: int) -> RoundPlan:
         """Present peers send to i − offset (plain: the peers that pull from them) or to
-        i + offset (push-sum), for the round's two offsets; never to themselves."""
+        i + offset (push-sum), for the round's two offsets, never to themselves: a vector
+        through the wire, plus one exact coordinate for the push-sum weight. Then the
+        peers not lost mix along the two offsets."""
         mask = as_mask(present, self.ctx.n_peers)
-        dst = self._targets(t, +1 if self.params.push_sum else -1)
-        sends = mask[:, None] & (dst != self._peers[:, None])
-        return np.broadcast_to(self._peers[:, None], dst.shape)[sends], dst[sends]
 
-    def message_bytes(self) -> float:
-        """A vector (through the wire), plus one exact coordinate for the push-sum weight."""
-        return float(self._vector_bytes + (self.ctx.itemsize if self.params.push_sum else 0))
+        def flows() -> Flows:
+            dst = self._targets(t, +1 if self.params.push_sum else -1)
+            sends = mask[:, None] & (dst != self._peers[:, None])
+            src = np.broadcast_to(self._peers[:, None], dst.shape)[sends]
+            weight = self.ctx.itemsize if self.params.push_sum else 0
+            return Flows(src, dst[sends], np.full(src.size, float(self._vector_bytes + weight)))
 
-    def round(self, state: State, present: np.ndarray, t: int) -> RoundStats:
-        """One mixing step along the round's two exponential-graph offsets."""
+        def finish(state: State, lost: np.ndarray) -> RoundStats:
+            return self._mix(state, mask & ~lost, t)
+
+        return RoundPlan(finish, flows)
+
+    def _mix(self, state: State, mask: np.ndarray, t: int) -> RoundStats:
+        """One mixing step of the peers in ``mask`` along round ``t``'s two offsets."""
         if self.ctx.n_peers < 2:
             return RoundStats()
-        mask = as_mask(present, self.ctx.n_peers)
         if self.params.push_sum:
             return self._push_sum(state, mask, t)
         targets = self._targets(t, +1)
         live = mask[targets] & mask[:, None]
         weights = live / (1.0 + live.sum(axis=1))[:, None]
-        if self.params.compression == "none":
+        if self.wire.exact:
             drift = 0.0 if mask.all() else mean_drift(state.x, column_excess(targets, weights))
             state.x = neighbour_mean(state.x, targets, weights)
         else:
-            state.x, drift = compressed_neighbour_mean(
-                state.x, targets, weights, self.params.compression
-            )
+            state.x, drift = compressed_neighbour_mean(state.x, targets, weights, self.wire)
         messages = int(np.count_nonzero(live & (targets != self._peers[:, None])))
         return RoundStats(float(messages * self._vector_bytes), messages, drift)
 
@@ -169,14 +173,14 @@ class Sgp(Protocol):
         senders = self._targets(t, -1)
         receives = (mask[senders] & mask[:, None]) / 3.0
         drift = 0.0
-        if self.params.compression == "none":
+        if self.wire.exact:
             state.x = ell_mix(state.x, senders, receives, keep)
         else:
             # own terms exact (a share a peer sends itself when an offset is ≡ 0 included),
             # received shares decoded: y_i = keep_i x_i + Σ_k r_ik Q(x)_{s_ik}
             x, self_slot = state.x, senders == self._peers[:, None]
             own_weights = keep + np.where(self_slot, receives, 0.0).sum(axis=1)
-            xq, _ = roundtrip(x, self.params.compression)
+            xq = self.wire.receive(x)
             own = ell_mix(x, senders, np.zeros_like(receives), own_weights)
             received = np.where(self_slot, 0.0, receives)
             state.x = own + ell_mix(xq, senders, received, np.zeros_like(keep))

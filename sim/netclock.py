@@ -1,16 +1,17 @@
 """The ``network`` clock: barrier rounds whose messages are flows in the network model.
 
-Each round the protocol plans its messages (:meth:`protocols.base.Protocol.network_round`)
+Each round the protocol plans its messages (:meth:`protocols.base.BarrierProtocol.plan`)
 from the peers present when the round starts. A sender starts its first flows after its
 straggler ``delay`` (or at the plan's ``start_s``); a flow behind a gate starts when
 every flow opening that gate has ended, a flow ``after`` another once that one has ended
-(and fails at once if it failed), see :class:`protocols.base.NetRound`. A flow to or
+(and fails at once if it failed), see :class:`protocols.contract.Flows`. A flow to or
 from a peer that is absent when it should start fails after the route latency (a
 refused connection) and moves no bytes; a flow in progress fails the instant either end
 is preempted, or when its ``timeout_s`` runs out. The round ends when every flow has
 ended; peers preempted at any moment of the round count as lost and take no part in its
 arithmetic.
-A round with no flows waits ``IDLE_ROUND_S`` so that simulated time always advances.
+A round with no flows waits :data:`~protocols.contract.IDLE_ROUND_S` so that simulated
+time always advances.
 """
 
 from __future__ import annotations
@@ -23,11 +24,8 @@ from typing import Any
 import numpy as np
 import simpy
 
-from protocols.base import NetRound
+from protocols.contract import IDLE_ROUND_S, Flows, RoundPlan
 from sim.network import FlowNetwork
-
-#: Seconds an empty round (nothing to send, e.g. every peer absent) lasts.
-IDLE_ROUND_S = 1.0
 
 
 class NetworkClock:
@@ -62,22 +60,24 @@ class NetworkClock:
         for peer in peers.tolist():
             self.net.fail_peer(peer)
 
-    def transmit(self, plan: NetRound) -> Any:
+    def transmit(self, plan: RoundPlan) -> Any:
         """A SimPy process body: start the plan's flows, return when all have ended.
 
-        Fills ``plan.delivered`` and ``plan.timed_out`` on the way.
+        Builds the flows (``plan.flows()``) and fills ``plan.delivered`` and
+        ``plan.timed_out`` on the way.
         """
         self.lost[:] = False
-        n_flows = plan.src.size
+        flows = plan.flows()
+        n_flows = flows.src.size
         plan.delivered = np.zeros(n_flows, dtype=bool)
         plan.timed_out = np.zeros(n_flows, dtype=bool)
         if n_flows == 0:
             yield self.env.timeout(IDLE_ROUND_S)
             return
         done = self.env.event()
-        state = _RoundState(plan, done)
+        state = _RoundState(plan, flows, done)
         roots = state.roots()
-        start_s = self.delay_s[plan.src[roots]] if plan.start_s is None else plan.start_s[roots]
+        start_s = self.delay_s[flows.src[roots]] if flows.start_s is None else flows.start_s[roots]
         for at in np.unique(start_s).tolist():
             batch = roots[start_s == at]
             if at <= 0:
@@ -103,8 +103,8 @@ class NetworkClock:
         self._release(flows, state)
 
     def _send(self, i: int, state: _RoundState) -> None:
-        plan = state.plan
-        src, dst = int(plan.src[i]), int(plan.dst[i])
+        flows = state.flows
+        src, dst = int(flows.src[i]), int(flows.dst[i])
         self.messages += 1
         if not (self.present[src] and self.present[dst]):
             self.failed_messages += 1
@@ -112,7 +112,7 @@ class NetworkClock:
             refused.callbacks.append(partial(self._on_refused, i, state))
             return
         streamed = state.streamed is not None and state.streamed[i]
-        flow = self.net.send(src, dst, float(plan.nbytes[i]), latency=not streamed)
+        flow = self.net.send(src, dst, float(flows.nbytes[i]), latency=not streamed)
         flow.done.callbacks.append(partial(self._on_end, i, state))
         if state.timeout_s is not None:
             limit = state.timeout_s[i]
@@ -137,23 +137,23 @@ class NetworkClock:
 class _RoundState:
     """Book-keeping of one round's flows: what each still waits for, what has ended."""
 
-    def __init__(self, plan: NetRound, done: simpy.Event) -> None:
-        n = plan.src.size
-        self.plan, self.left, self.done = plan, n, done
-        self.timeout_s = None if plan.timeout_s is None else plan.timeout_s.tolist()
-        self.streamed = None if plan.streamed is None else plan.streamed.tolist()
+    def __init__(self, plan: RoundPlan, flows: Flows, done: simpy.Event) -> None:
+        n = flows.src.size
+        self.plan, self.flows, self.left, self.done = plan, flows, n, done
+        self.timeout_s = None if flows.timeout_s is None else flows.timeout_s.tolist()
+        self.streamed = None if flows.streamed is None else flows.streamed.tolist()
         self.broken = [False] * n
         need = np.zeros(n, dtype=np.intp)
-        self.opens = None if plan.opens is None else plan.opens.tolist()
-        self.waits = np.full(n, -1, dtype=np.intp) if plan.waits is None else plan.waits
-        self.after = np.full(n, -1, dtype=np.intp) if plan.after is None else plan.after
-        if plan.opens is not None and plan.waits is not None:
-            n_gates = int(max(plan.opens.max(), plan.waits.max())) + 1
-            gate_left = np.bincount(plan.opens[plan.opens >= 0], minlength=n_gates)
+        self.opens = None if flows.opens is None else flows.opens.tolist()
+        self.waits = np.full(n, -1, dtype=np.intp) if flows.waits is None else flows.waits
+        self.after = np.full(n, -1, dtype=np.intp) if flows.after is None else flows.after
+        if flows.opens is not None and flows.waits is not None:
+            n_gates = int(max(flows.opens.max(), flows.waits.max())) + 1
+            gate_left = np.bincount(flows.opens[flows.opens >= 0], minlength=n_gates)
             self.gate_left = gate_left.tolist()
-            self._behind = _Index(plan.waits, n_gates)
-            waiting = plan.waits >= 0
-            need[waiting] += gate_left[plan.waits[waiting]] > 0
+            self._behind = _Index(flows.waits, n_gates)
+            waiting = flows.waits >= 0
+            need[waiting] += gate_left[flows.waits[waiting]] > 0
         self._next = _Index(self.after, n)
         need += self.after >= 0
         self.need = need.tolist()

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from array_api_compat import array_namespace
 
-from protocols.base import State
+from protocols.contract import State
 from sim.scenario.models import Scenario
 from sim.vectors import fresh_rows
 

@@ -144,6 +144,8 @@ def parse_limit(limit: float | str | None) -> float | None:
         return None
     if isinstance(limit, str) and limit.strip().lower() in ("none", "inf", "off"):
         return math.inf
+    if isinstance(limit, float) and limit == math.inf:  # what limit_override() gives back
+        return math.inf
     try:
         value = units.parse_size(limit)
     except ValueError:
@@ -153,6 +155,12 @@ def parse_limit(limit: float | str | None) -> float | None:
     if not value > 0:
         raise AvsimError(f"--max-memory: expected a positive size, got {limit!r}")
     return value
+
+
+def limit_override() -> float | None:
+    """The limit set by :func:`memory_limit` in this context (bytes; ``inf``: none), or
+    ``None`` when none is set."""
+    return _LIMIT.get()
 
 
 def limit_bytes() -> tuple[float, str]:
@@ -170,32 +178,117 @@ def limit_bytes() -> tuple[float, str]:
     return float(psutil.virtual_memory().available), "of memory available"
 
 
-def check_memory(scenario: Scenario) -> MemoryEstimate:
+def check_memory(scenario: Scenario, where: str = "") -> MemoryEstimate:
     """The estimate, once checked against the limit (:func:`limit_bytes`).
+
+    ``where`` prefixes the key the error names (a sweep's ``grid.`` or ``cases[1].``).
 
     Raises
     ------
     ResourceError
-        When the estimate exceeds the limit: one line naming the key that drives it, the
-        estimate and the limit.
+        When the estimate exceeds the limit: one line naming the key that drives it
+        (:func:`culprit`), the estimate and the limit.
     """
     estimate = memory_parts(scenario)
     limit, source = limit_bytes()
     if estimate.nbytes > limit:
-        raise ResourceError(_memory_message(scenario, estimate, limit, source))
+        raise ResourceError(_memory_message(scenario, estimate, limit, source, where))
     return estimate
 
 
-def _memory_message(scenario: Scenario, estimate: MemoryEstimate, limit: float, what: str) -> str:
+#: A protocol parameter is blamed for a refusal when putting it back to its default
+#: would make the run fit, or divides the estimate by at least this much (an order of
+#: magnitude: a group of 16 rather than 8 doubles a huge swarm's flows, yet the swarm is
+#: what is too large).
+CULPRIT_FACTOR = 10.0
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """The scenario key that drives a memory estimate (:func:`culprit`).
+
+    Attributes
+    ----------
+    key, value
+        The dotted key and its value in the scenario.
+    advice
+        What to do with it: ``lower peers.count``, ``raise protocol.part_bytes (default
+        524288)``.
+    """
+
+    key: str
+    value: Any
+    advice: str
+
+
+def culprit(
+    scenario: Scenario, estimate: MemoryEstimate | None = None, limit: float = math.inf
+) -> Culprit:
+    """The key whose value makes ``scenario`` need the memory it needs.
+
+    First a protocol parameter the scenario sets away from its default, when putting it
+    back would bring the estimate under ``limit`` or divides it by
+    :data:`CULPRIT_FACTOR` or more (of those, the one that divides it most): a
+    ``part_bytes`` of a few bytes, a ``group_size`` in the thousands, a complete graph.
+    Otherwise the peers or the vectors: ``vector.dim`` when the state dominates and the
+    vectors are longer than there are peers, else ``peers.count``.
+    """
+    estimate = memory_parts(scenario) if estimate is None else estimate
+    found = _protocol_culprit(scenario, estimate, limit)
+    if found is not None:
+        return found
     n, dim = peer_count(scenario), scenario.vector.dim
-    key, value = ("vector.dim", dim) if dim > n else ("peers.count", scenario.peers.count)
-    if estimate.parts["state"] < estimate.nbytes / 2:
-        key, value = "peers.count", scenario.peers.count
+    if dim > n and estimate.parts["state"] >= _variable(estimate) / 2:
+        return Culprit("vector.dim", dim, "lower vector.dim")
+    return Culprit("peers.count", scenario.peers.count, "lower peers.count")
+
+
+def _protocol_culprit(scenario: Scenario, estimate: MemoryEstimate, limit: float) -> Culprit | None:
+    """The protocol parameter to blame (see :func:`culprit`), or None."""
+    params = scenario.protocol
+    variable = _variable(estimate)
+    best: tuple[float, Culprit] | None = None
+    for name, field in type(params).model_fields.items():
+        value = getattr(params, name)
+        if name == "name" or field.is_required():
+            continue
+        default = field.get_default(call_default_factory=True)
+        if value == default:
+            continue
+        reset = params.model_copy(update={name: default})
+        try:
+            parts = memory_parts(scenario.model_copy(update={"protocol": reset}))
+        except (TypeError, ValueError, ArithmeticError):  # a default other fields exclude
+            continue
+        ratio = variable / max(_variable(parts), 1.0)
+        if (ratio >= CULPRIT_FACTOR or parts.nbytes <= limit < estimate.nbytes) and (
+            best is None or ratio > best[0]
+        ):
+            best = (ratio, Culprit(f"protocol.{name}", value, _advice(name, value, default)))
+    return None if best is None else best[1]
+
+
+def _variable(estimate: MemoryEstimate) -> float:
+    """The estimate without the run's fixed costs (which would dilute every ratio)."""
+    return estimate.nbytes - estimate.parts["runtime"]
+
+
+def _advice(name: str, value: Any, default: Any) -> str:
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (value, default))
+    verb = ("raise" if value < default else "lower") if numbers else "change"
+    return f"{verb} protocol.{name} (default {default})"
+
+
+def _memory_message(
+    scenario: Scenario, estimate: MemoryEstimate, limit: float, what: str, where: str = ""
+) -> str:
+    n, dim = peer_count(scenario), scenario.vector.dim
+    blamed = culprit(scenario, estimate, limit)
     size = f"{n} peers × {dim} {scenario.vector.dtype} coordinates"
     return (
-        f"{key}: {value} needs about {format_bytes(estimate.nbytes)} of memory ({size}), more "
-        f"than the {format_bytes(limit)} {what}; lower {key}, or raise the limit with "
-        "--max-memory"
+        f"{where}{blamed.key}: {blamed.value} needs about {format_bytes(estimate.nbytes)} of "
+        f"memory ({size}), more than the {format_bytes(limit)} {what}; {blamed.advice}, or "
+        "raise the limit with --max-memory"
     )
 
 
@@ -231,16 +324,16 @@ def out_of_memory_while(exc: BaseException) -> str:
     """What a run was doing when ``exc`` (a ``MemoryError``) was raised: ``building the
     state`` or ``running round k``, read from the engine's frames in its traceback;
     ``running the simulation`` when none is found."""
-    from sim.engine import Run
+    from sim.engines import Engine
 
     phase = "running the simulation"
     tb = exc.__traceback__
     while tb is not None:
         frame = tb.tb_frame
         found = frame.f_locals.get("self")
-        if not isinstance(found, Run):
-            found = frame.f_locals.get("sim_run")
-        if isinstance(found, Run):
+        if not isinstance(found, Engine):
+            found = frame.f_locals.get("engine")
+        if isinstance(found, Engine):
             phase = _phase(found, building=frame.f_code.co_name == "__init__")
         tb = tb.tb_next
     return phase

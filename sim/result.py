@@ -25,7 +25,7 @@ class RunResult:
         Resolved per-peer values (``peer, upload_bytes_per_s, download_bytes_per_s,
         latency_s, compute, delay_s``; plus ``class`` when classes are used).
     state
-        The final :class:`protocols.base.State` (vectors on the array backend).
+        The final :class:`protocols.contract.State` (vectors on the array backend).
     """
 
     metrics: pd.DataFrame

@@ -11,7 +11,11 @@ Stop reasons (``stop_reason`` in the summary), checked in this order at each sam
 
 - ``nan``: a NaN or inf appeared in the estimates (``nan``: round, time, first peer);
 - ``interrupted``: the run's ``interrupt`` event was set (the run still ends with a
-  complete result, at this sample);
+  complete result, at this sample). The run's environment (:meth:`Observer.environment`)
+  also looks at the event every :data:`POLL_EVENTS` events, so that a run that goes
+  long without a sample (a long round of flows under heavy churn, a continuous protocol
+  sampled rarely) ends within a few milliseconds all the same, as a target crossed
+  between samples does;
 - ``target``: ``stop.target_var`` crossed on ``stop.target_on``;
 - ``max_rounds``, ``max_time``: a bound was reached.
 """
@@ -26,7 +30,8 @@ from typing import Any
 import numpy as np
 import simpy
 
-from protocols.base import Protocol, State
+from protocols.base import Protocol
+from protocols.contract import State
 from sim.backend import to_numpy
 from sim.observe.targets import Targets
 from sim.observe.tracker import Masks, Now, Tracker
@@ -35,6 +40,9 @@ from sim.scenario.models import Scenario
 
 #: Every value ``stop_reason`` can take.
 STOP_REASONS = ("target", "max_time", "max_rounds", "nan", "interrupted")
+#: SimPy events between two looks at the interrupt (a look costs a few nanoseconds, an
+#: event microseconds).
+POLL_EVENTS = 256
 
 
 class Observer:
@@ -106,6 +114,19 @@ class Observer:
             self.tracker.observed(self.last, time_s)
         return done
 
+    def environment(self) -> simpy.Environment:
+        """The run's SimPy environment. With an ``interrupt``, one that looks at it every
+        :data:`POLL_EVENTS` events and, once it is set, ends the run as a reason found
+        between samples does (:meth:`stop_now`); the events and their order are those
+        of a plain environment."""
+        if self.interrupt is None:
+            return simpy.Environment()
+        return PolledEnvironment(self._look_at_interrupt)
+
+    def _look_at_interrupt(self) -> None:
+        if self.interrupt is not None and self.interrupt.is_set():
+            self.stop_now("interrupted")
+
     def halt_event(self, env: simpy.Environment) -> simpy.Event:
         """An event that succeeds when a reason is found between samples (the network
         clock runs until it, to end the run at that instant)."""
@@ -160,7 +181,8 @@ class Observer:
         return self.reason is not None
 
     def stop_now(self, reason: str, nan: dict[str, Any] | None = None) -> None:
-        """End the run for ``reason`` (``target``, ``nan``) found between samples."""
+        """End the run for ``reason`` (``target``, ``nan``, ``interrupted``) found
+        between samples."""
         if nan is not None and self.nan is None:
             self.nan = nan
         if self.reason is None:
@@ -189,3 +211,20 @@ class Observer:
         if bad.size:
             self.nan = {"round": int(rounds), "time_s": float(time_s), "peer": int(bad[0])}
             self.reason = self.reason or "nan"
+
+
+class PolledEnvironment(simpy.Environment):
+    """A SimPy environment that calls ``poll()`` before every :data:`POLL_EVENTS`-th
+    event it processes (``poll`` must not schedule anything it would not otherwise)."""
+
+    def __init__(self, poll: Callable[[], None]) -> None:
+        super().__init__()
+        self._poll, self._left = poll, POLL_EVENTS
+
+    def step(self) -> None:
+        """Process the next event (see :meth:`simpy.Environment.step`)."""
+        self._left -= 1
+        if not self._left:
+            self._left = POLL_EVENTS
+            self._poll()
+        super().step()

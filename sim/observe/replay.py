@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from protocols.base import RowValues
+from protocols.contract import RowValues
 from sim.observe.moments import Moments, Norms, rowdot
 from sim.observe.roots import first_crossing
 from sim.observe.targets import Targets
@@ -97,7 +97,7 @@ class Batched:
     def wave(
         self, rows: np.ndarray, before: RowValues | None, after: RowValues, at_s: np.ndarray
     ) -> None:
-        """One wave of a round's events (see :class:`~protocols.base.RowWatcher`)."""
+        """One wave of a round's events (see :class:`~protocols.contract.RowWatcher`)."""
         if self.nan is None and self.replay is not None:
             old = None if before is None else self.values(rows, before)
             self.replay.add(rows, old, self.values(rows, after), at_s)

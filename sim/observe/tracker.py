@@ -5,7 +5,7 @@ It keeps float64 :class:`~sim.observe.moments.Moments` of the existing peers (``
 and, while ``var_alive`` has a threshold left, of the present ones, updated at:
 
 - the protocol's own events (continuous-time protocols, through
-  :class:`~protocols.base.RowWatcher`): ``before``/``after`` one at a time on the network
+  :class:`~protocols.contract.RowWatcher`): ``before``/``after`` one at a time on the network
   clock; ``wave`` in batches on the rounds clock, replayed in time order at the round's
   end (:mod:`sim.observe.replay`). O(dim) per event: the rows after the change, their
   centred norms against the cached ones (:class:`~sim.observe.moments.Norms`), and the
@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from protocols.base import Protocol, RowValues, State
+from protocols.base import Protocol
+from protocols.contract import RowValues, State
 from sim.backend import to_numpy
 from sim.observe.decaying import Decaying
 from sim.observe.moments import Moments, Norms, moments_of

@@ -26,7 +26,7 @@ class FigureContext:
     clock
         ``"rounds"`` or ``"network"``.
     continuous
-        The protocol runs in continuous time (it has a ``network_process``): its
+        The protocol runs in continuous time (a ``ContinuousProtocol``): its
         metrics' ``round`` column counts elapsed time units, not barrier rounds.
     churn
         Peers can be absent (a churn model other than ``none``): ``var_alive`` differs
@@ -69,11 +69,12 @@ class FigureContext:
 
 
 def is_continuous(protocol_name: Any) -> bool:
-    """True when the registered protocol runs in continuous time (``network_process``)."""
+    """True when the registered protocol runs in continuous time (a
+    :class:`~protocols.base.ContinuousProtocol`)."""
     import protocols  # the registry imports every protocol: only when asked
 
     cls = protocols.REGISTRY.get(protocol_name) if isinstance(protocol_name, str) else None
-    return callable(getattr(cls, "network_process", None))
+    return cls is not None and issubclass(cls, protocols.ContinuousProtocol)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pytest
 
 import sim
 from protocols._async_net import WINDOW
-from sim.engine import Run
+from sim.engines import ContinuousEngine, engine_for
 
 DIM = 64
 S_BYTES = DIM * 8
@@ -33,9 +33,10 @@ def scenario(**overrides):
 
 
 def started(sc, seed=0):
-    """A Run with its network process started (not yet run)."""
-    run = Run(sc, seed)
-    run.env.process(run.network_process(None))
+    """The run's engine (continuous time) with its process started (not yet run)."""
+    run = engine_for(sc, seed)
+    assert isinstance(run, ContinuousEngine)
+    run.env.process(run.process(None))
     return run
 
 

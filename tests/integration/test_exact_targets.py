@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import sim
-from sim.engine import Run
+from sim.engines import Engine, engine_for
 from sim.kernels import pairwise_delta, push_half
 from sim.kernels.mixing import a2cid2_exchange, a2cid2_mix, mix_coefficient
 from sim.observe.targets import target_label
@@ -49,7 +49,7 @@ def scenario(protocol: str, clock: str, churn: dict, length: float = 20, **over)
     return sim.scenario_from_mapping(apply_overrides(mapping, over))
 
 
-def brute_force(run: Run) -> tuple[float, float]:
+def brute_force(run: Engine) -> tuple[float, float]:
     """(var, var_alive) recomputed from the state now (A²CiD²: every peer mixed to now)."""
     protocol, state = run.protocol, run.state
     if protocol.Params.__name__.startswith("A2cid2"):
@@ -71,7 +71,7 @@ def assert_close(got: dict[str, float], var: float, var_alive: float) -> None:
 @pytest.mark.parametrize("churn", CHURN["network"], ids=lambda c: c.get("rejoin", "none"))
 @pytest.mark.parametrize("protocol", CONTINUOUS)
 def test_network_clock_tracker_matches_brute_force_after_every_change(protocol, churn):
-    run = Run(scenario(protocol, "network", churn), 0)
+    run = engine_for(scenario(protocol, "network", churn), 0)
     tracker = run.tracker
     tracker.trace = []
     checked = []
@@ -89,7 +89,7 @@ def test_network_clock_tracker_matches_brute_force_after_every_change(protocol, 
 
     tracker.after = checked_after(tracker.after)
     tracker.change = checked_after(tracker.change)
-    finished = run.env.process(run.network_process(None))
+    finished = run.env.process(run.process(None))
     run.env.run(until=run.env.any_of([finished, run.env.timeout(20)]))
     assert len(checked) > 100
 
@@ -99,7 +99,7 @@ def test_network_clock_tracker_matches_brute_force_after_every_change(protocol, 
 def test_rounds_clock_tracker_matches_the_events_one_by_one(protocol, churn):
     """The waves are replayed in time order: after each event the variance equals the
     one of the state built by applying the round's events one at a time."""
-    run = Run(scenario(protocol, "rounds", churn), 0)
+    run = engine_for(scenario(protocol, "rounds", churn), 0)
     tracker, proto = run.tracker, run.protocol
     tracker.trace = []
     rounds: list[tuple] = []
@@ -145,12 +145,12 @@ def test_rounds_clock_tracker_matches_the_events_one_by_one(protocol, churn):
         events[0] += len(expected)
 
     tracker.end_round = checked_end
-    run.env.process(run.rounds_process(None))
+    run.env.process(run.process(None))
     run.env.run()
     assert events[0] > 50
 
 
-def one_by_one(run: Run, x, extra, present, drawn) -> list[tuple[float, float]]:
+def one_by_one(run: Engine, x, extra, present, drawn) -> list[tuple[float, float]]:
     """(var, var_alive) after each event of a round, applied one at a time."""
     protocol = run.protocol
     times, i, j = drawn
@@ -212,9 +212,9 @@ def test_a2cid2_crossings_between_events_are_bracketed_by_the_state():
     over = {"metrics.targets": targets, "peers.count": 16, "protocol.topology": "ring"}
     sc = scenario("a2cid2", "network", {"model": "none"}, length=120, **over)
     summary = sim.run(sc).summary
-    probe = Run(sc, sc.seed)
+    probe = engine_for(sc, sc.seed)
     probe.tracker.trace = []
-    probe.env.process(probe.network_process(None))
+    probe.env.process(probe.process(None))
     probe.env.run(until=120)
     events = np.array(sorted({t for t, _, _ in probe.tracker.trace}))
     between = 0
@@ -230,8 +230,8 @@ def test_a2cid2_crossings_between_events_are_bracketed_by_the_state():
 
 
 def var_at(sc, time_s: float) -> float:
-    run = Run(sc, sc.seed)
-    run.env.process(run.network_process(None))
+    run = engine_for(sc, sc.seed)
+    run.env.process(run.process(None))
     run.env.run(until=time_s)
     return brute_force(run)[0]
 

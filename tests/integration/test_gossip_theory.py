@@ -17,7 +17,7 @@ import pytest
 import scipy.linalg
 
 from protocols.a2cid2 import A2cid2, A2cid2Params
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from protocols.pairwise_gossip import PairwiseGossip, PairwiseGossipParams, apply_exchanges
 
 #: Allowed deviation of a Monte-Carlo mean from theory, in standard errors (the checks

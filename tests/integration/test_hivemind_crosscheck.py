@@ -30,7 +30,7 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from protocols.moshpit import Moshpit, MoshpitParams
 
 pytestmark = pytest.mark.crosscheck

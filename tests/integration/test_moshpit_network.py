@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import sim
 from protocols import _moshpit_net as net
-from sim.engine import Run
+from sim.engines import BarrierEngine, engine_for
 from sim.kernels.compression import wire_bytes
 
 UP = 12.5e6  # 100 Mbit/s
@@ -32,11 +32,15 @@ def scenario(count=4, dim=4096, overrides=None, **protocol):
 
 
 def one_round(sc, preempt=(), seed=0):
-    """Run round 0 by hand, preempting ``(time_s, peer)`` pairs; (run, plan, x0, lost)."""
-    run = Run(sc, seed)
+    """Run round 0 by hand, preempting ``(time_s, peer)`` pairs; (run, plan, flows, x0,
+    lost): the round's plan (``delivered``, ``timed_out``) and the flows it sent."""
+    run = engine_for(sc, seed)
+    assert isinstance(run, BarrierEngine)
     clock = run.network_clock()
     x0 = np.array(run.state.x, copy=True)
-    plan = run.protocol.network_round(clock.present.copy(), 0)
+    plan = run.protocol.plan(clock.present.copy(), 0)
+    flows = plan.flows()
+    plan.flows = lambda: flows  # the clock sends exactly these
 
     def killer():
         for at, peer in sorted(preempt):
@@ -47,7 +51,7 @@ def one_round(sc, preempt=(), seed=0):
     run.env.run(until=run.env.process(clock.transmit(plan)))
     lost = clock.lost.copy()
     plan.finish(run.state, lost)
-    return run, plan, x0, lost
+    return run, plan, flows, x0, lost
 
 
 # -- timing ------------------------------------------------------------------------------
@@ -139,16 +143,16 @@ def test_a_straggler_misses_its_group_and_keeps_its_vector():
         {"name": "late", "fraction": 0.125, "delay": "10 s"},
     ]
     sc = scenario(count=8, overrides={"peers.classes": classes}, matchmaking_time="5 s")
-    run, plan, x0, _ = one_round(sc)
+    run, _, flows, x0, _ = one_round(sc)
     late = np.flatnonzero(run.peers["class"].to_numpy() == 1)
     assert late.size == 1
     x = run.state.x
     np.testing.assert_array_equal(x[late], x0[late])
     others = np.setdiff1d(np.arange(8), late)
     np.testing.assert_allclose(x[others], np.broadcast_to(x0[others].mean(axis=0), (7, 4096)))
-    assert np.all(plan.start_s == pytest.approx(5.0))  # the group waited for its deadline
-    assert late[0] not in plan.src
-    assert late[0] not in plan.dst
+    assert np.all(flows.start_s == pytest.approx(5.0))  # the group waited for its deadline
+    assert late[0] not in flows.src
+    assert late[0] not in flows.dst
 
 
 # -- fault models ------------------------------------------------------------------------
@@ -161,7 +165,7 @@ def _mid_round(sc):
 
 def test_idealized_loss_survivors_average_among_themselves():
     sc = scenario(count=4, fault_model="idealized")
-    run, _, x0, lost = one_round(sc, preempt=[(_mid_round(sc), 2)])
+    run, _, _, x0, lost = one_round(sc, preempt=[(_mid_round(sc), 2)])
     assert lost.tolist() == [False, False, True, False]
     x = run.state.x
     np.testing.assert_array_equal(x[2], x0[2])
@@ -172,7 +176,7 @@ def test_idealized_loss_survivors_average_among_themselves():
 
 def test_abort_loss_keeps_every_vector():
     sc = scenario(count=4, fault_model="abort")
-    run, _, x0, _ = one_round(sc, preempt=[(_mid_round(sc), 1)])
+    run, _, _, x0, _ = one_round(sc, preempt=[(_mid_round(sc), 1)])
     np.testing.assert_array_equal(run.state.x, x0)
 
 
@@ -180,11 +184,11 @@ def test_partial_loss_of_a_reducer_leaves_its_part_local():
     sc = scenario(count=4, fault_model="partial")
     # peer 2 dies after the reduce-scatter, before it replies: its part stays local
     phase = 2 * LAT + 4096 * 8 * 3 / 4 / UP
-    run, plan, x0, _ = one_round(sc, preempt=[(phase + LAT, 2)])
-    members = run.protocol.keys  # unused: members come from the plan below
+    run, _, flows, x0, _ = one_round(sc, preempt=[(phase + LAT, 2)])
+    members = run.protocol.keys  # unused: members come from the flows below
     del members
     x = run.state.x
-    part = plan.src[plan.opens < 0]  # replies: src is the reducer
+    part = flows.src[flows.opens < 0]  # replies: src is the reducer
     assert 2 in part
     mean = x0[[0, 1, 2, 3]].mean(axis=0)
     changed = ~np.isclose(x[[0, 1, 3]], x0[[0, 1, 3]])
@@ -204,7 +208,7 @@ def test_partial_loss_of_a_reducer_leaves_its_part_local():
 def test_global_mean_is_preserved_under_idealized_and_abort(g, seed, fault, kills):
     sc = scenario(count=g, dim=64 * g, fault_model=fault, part_bytes=200)
     preempt = [(at, peer % g) for at, peer in kills]
-    run, _, x0, _ = one_round(sc, preempt=preempt, seed=seed)
+    run, _, _, x0, _ = one_round(sc, preempt=preempt, seed=seed)
     np.testing.assert_allclose(run.state.x.sum(axis=0), x0.sum(axis=0), rtol=1e-12, atol=1e-9)
 
 
@@ -219,17 +223,17 @@ def test_partial_every_coordinate_is_a_contributors_mean_or_local(g, seed, kills
     group's old values that contains the coordinate's reducer."""
     sc = scenario(count=g, dim=16 * g, fault_model="partial", part_bytes=40)
     preempt = [(at, peer % g) for at, peer in kills]
-    run, plan, x0, lost = one_round(sc, preempt=preempt, seed=seed)
+    run, _, flows, x0, lost = one_round(sc, preempt=preempt, seed=seed)
     x = run.state.x
     np.testing.assert_array_equal(x[lost], x0[lost])
     reducer_of = np.empty(x.shape[1], dtype=int)  # peer reducing each coordinate
-    replies = plan.opens < 0
+    replies = flows.opens < 0
     dim = x.shape[1]
     counts = np.full(g, dim // g)  # equal bandwidths: equal parts
     starts = np.concatenate([[0], np.cumsum(counts)])
-    members = np.unique(plan.src[replies], return_index=True)
+    members = np.unique(flows.src[replies], return_index=True)
     assert members[0].size == g
-    order = [int(p) for p in plan.src[replies][np.sort(members[1])]]
+    order = [int(p) for p in flows.src[replies][np.sort(members[1])]]
     for j, peer in enumerate(order):
         reducer_of[starts[j] : starts[j + 1]] = peer
     for c in range(dim):
@@ -257,9 +261,9 @@ def test_a_slow_sender_is_dropped_after_the_sender_timeout():
         count=4, overrides=overrides, fault_model="idealized", sender_timeout="50 ms",
         load_balance=False,
     )  # fmt: skip
-    run, plan, x0, _ = one_round(sc)
+    run, plan, flows, x0, _ = one_round(sc)
     slow = int(np.flatnonzero(run.peers["class"].to_numpy() == 1)[0])
-    assert plan.timed_out[(plan.src == slow) & (plan.opens >= 0)].all()
+    assert plan.timed_out[(flows.src == slow) & (flows.opens >= 0)].all()
     x = run.state.x
     np.testing.assert_array_equal(x[slow], x0[slow])
     rest = np.setdiff1d(np.arange(4), [slow])
@@ -272,11 +276,11 @@ def test_a_slow_sender_is_dropped_after_the_sender_timeout():
 def test_a_client_reduces_nothing_but_gets_the_mean():
     classes = [{"fraction": 0.75}, {"fraction": 0.25, "client": True}]
     sc = scenario(count=4, overrides={"peers.classes": classes})
-    run, plan, x0, _ = one_round(sc)
+    run, _, flows, x0, _ = one_round(sc)
     client = int(np.flatnonzero(run.peers["client"].to_numpy())[0])
-    requests = plan.opens >= 0
-    assert client not in plan.dst[requests]
-    assert client in plan.src[requests]
+    requests = flows.opens >= 0
+    assert client not in flows.dst[requests]
+    assert client in flows.src[requests]
     x = run.state.x
     np.testing.assert_allclose(x, np.broadcast_to(x0.mean(axis=0), x.shape), atol=1e-12)
 

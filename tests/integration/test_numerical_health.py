@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 import sim
 from sim.cli import app
-from sim.engine import Run
+from sim.engines import engine_for
 
 HUGE = 1.7e308  # finite; the difference of two of them overflows
 
@@ -61,7 +61,7 @@ def test_an_event_protocol_names_the_first_event_in_time(tmp_path, clock):
 def first_bad_event(sc, clock: str) -> tuple[float, int]:
     """(time, lowest peer) of the first exchange that left a non-finite row, found by
     watching the state itself (network) or replaying the rounds one event at a time."""
-    run = Run(sc, sc.seed)
+    run = engine_for(sc, sc.seed)
     if clock == "network":
         found = []
         after = run.tracker.after
@@ -73,7 +73,7 @@ def first_bad_event(sc, clock: str) -> tuple[float, int]:
                 found.append((float(run.env.now), int(bad.min())))
 
         run.tracker.after = watch
-        run.env.process(run.network_process(None))
+        run.env.process(run.process(None))
         run.env.run(until=20)
         return found[0]
     from sim.kernels import pairwise_delta

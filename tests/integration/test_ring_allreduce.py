@@ -56,7 +56,7 @@ def test_a_lost_member_aborts_the_attempt_and_it_restarts_after_the_delay(tmp_pa
 
 def test_rounds_clock_averages_the_present_peers_and_leaves_the_absent_alone():
     from protocols import get
-    from protocols.base import Context, State
+    from protocols.contract import Context, State
 
     cls = get("ring_allreduce")
     rng = np.random.default_rng(0)

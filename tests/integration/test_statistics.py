@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from protocols.all_reduce import AllReduce, AllReduceParams
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from protocols.gossip import Gossip, GossipParams
 from protocols.random_groups import RandomGroups, RandomGroupsParams
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import protocols
 from protocols._edge_clocks import wave_levels, waves
 from protocols.a2cid2 import apply_events
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from protocols.pairwise_gossip import apply_exchanges
 from protocols.push_sum import apply_pushes
 from sim.kernels import pairwise_delta, push_half

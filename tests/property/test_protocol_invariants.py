@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import protocols
-from protocols.base import Context, Protocol, RoundStats, State
+from protocols.base import Protocol
+from protocols.contract import Context, RoundStats, State
 from tests.strategies import dims, peer_counts, permutations, schedules, seeds, vectors
 
 TOPOLOGIES = ["ring", "torus", "erdos_renyi"]

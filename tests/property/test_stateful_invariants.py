@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import protocols
-from protocols.base import INVARIANTS, Context, Protocol, RoundStats, State
+from protocols.base import INVARIANTS, Protocol
+from protocols.contract import Context, RoundStats, State
 
 #: Relative round-off allowed on conserved sums and on the hull (validation.md §1).
 REL = 1e-12

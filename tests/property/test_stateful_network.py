@@ -1,8 +1,9 @@
 """Stateful churn on the ``network`` clock, for every registered protocol that runs there.
 
-A Hypothesis state machine builds a small real run (:class:`sim.engine.Run` on the
-network clock: 4–16 peers on slow links, drawn parameters and rejoin rule) and starts
-the engine's own process (barrier rounds, or the protocol's continuous-time process).
+A Hypothesis state machine builds a small real run (the engine of the network clock,
+:class:`sim.engines.BarrierEngine` or :class:`sim.engines.ContinuousEngine`: 4–16 peers
+on slow links, drawn parameters and rejoin rule) and starts the engine's own process
+(barrier rounds, or the protocol's continuous-time process).
 Its rules advance SimPy time in small steps or event by event, and preempt and restore
 peers at arbitrary moments, through the callbacks the churn process calls
 (:meth:`sim.netclock.NetworkClock.preempt`, :meth:`sim.rejoin.NetworkRejoin.restore`):
@@ -32,8 +33,8 @@ from hypothesis.stateful import (
 )
 
 import protocols
-from protocols.base import NetRound, State
-from sim.engine import Run
+from protocols.contract import RoundPlan, State
+from sim.engines import BarrierEngine, ContinuousEngine, NetworkEngine, engine_class
 from sim.netclock import NetworkClock
 from sim.network.flows import BANDWIDTH, DONE, FAILED, LATENCY, Flow, FlowNetwork
 from sim.rejoin import NetworkRejoin
@@ -42,7 +43,9 @@ from tests.property.test_stateful_invariants import Ledger, RoundRecord, arrays
 from tests.property.test_stateful_rounds import SETTINGS, build_run, pick
 from tests.strategies import stateful_scenarios
 
-NETWORK = sorted(name for name, cls in protocols.REGISTRY.items() if cls.network_clock)
+NETWORK = sorted(
+    name for name, cls in protocols.REGISTRY.items() if "network" in protocols.clocks_of(cls)
+)
 #: Steps of simulated time, seconds: from inside a latency to several rounds.
 STEPS_S = st.sampled_from([1e-4, 2e-3, 0.01, 0.05, 0.2, 1.0, 3.0, 10.0])
 
@@ -73,8 +76,9 @@ class MachineRejoin(NetworkRejoin):
         self.ledger.external(lambda: arrived(event, source, peer, since))
 
 
-class StatefulRun(Run):
-    """The engine's run on the network clock, with every flow recorded."""
+class StatefulRun(NetworkEngine):
+    """The engine's run on the network clock, with every flow recorded (mixed into
+    either network engine, :func:`stateful_run`)."""
 
     def network_clock(self) -> NetworkClock:
         clock = super().network_clock()
@@ -90,6 +94,20 @@ class StatefulRun(Run):
         clock.net.send = recording_send  # type: ignore[method-assign]
         self.machine_rejoin = MachineRejoin(self, clock)
         return clock
+
+
+class StatefulBarrier(StatefulRun, BarrierEngine):
+    """Barrier rounds, every flow recorded."""
+
+
+class StatefulContinuous(StatefulRun, ContinuousEngine):
+    """Continuous time, every flow recorded."""
+
+
+def stateful_run(scenario: Any, seed: int) -> StatefulRun:
+    """The recording twin of the engine that runs ``scenario``."""
+    barrier = issubclass(engine_class(scenario), BarrierEngine)
+    return (StatefulBarrier if barrier else StatefulContinuous)(scenario, seed)
 
 
 def check_bytes(net: FlowNetwork, flows: list[Flow], previous: np.ndarray) -> np.ndarray:
@@ -152,8 +170,8 @@ class NetworkMachine(RuleBasedStateMachine):
     @initialize(data=st.data())
     def build(self, data: st.DataObject) -> None:
         mapping = data.draw(stateful_scenarios(self.name, "network"))
-        run = self.run = build_run(mapping, StatefulRun)
-        run.env.process(run.network_process(None))
+        run = self.run = build_run(mapping, stateful_run)
+        run.env.process(run.process(None))
         run.env.step()  # the process starts: it builds the clock, the flow network, churn
         self.clock, self.net = run.clock, run.clock.net
         protocol = run.protocol
@@ -161,7 +179,7 @@ class NetworkMachine(RuleBasedStateMachine):
         self.ledger = Ledger(protocol, run.state, in_force)
         run.machine_rejoin.ledger = self.ledger
         self.records: list[RoundRecord] = []
-        if not run.continuous:
+        if isinstance(run, BarrierEngine):
             self._record_rounds()
         self.down: set[int] = set()
         self.bytes_out = np.zeros(self.net.n)
@@ -170,11 +188,13 @@ class NetworkMachine(RuleBasedStateMachine):
 
     def _record_rounds(self) -> None:
         """Wrap the protocol's round plans so that each round's arithmetic is recorded."""
-        protocol, plan_round = self.run.protocol, self.run.protocol.network_round
+        protocol = self.run.protocol
+        assert isinstance(protocol, protocols.BarrierProtocol)
+        plan_round = protocol.plan
 
-        def network_round(present: np.ndarray, t: int) -> NetRound:
-            plan = plan_round(present, t)
-            finish = plan.finish
+        def plan(present: np.ndarray, t: int) -> RoundPlan:
+            planned = plan_round(present, t)
+            finish = planned.finish
 
             def recorded(state: State, lost: np.ndarray) -> Any:
                 before = arrays(state)
@@ -183,10 +203,10 @@ class NetworkMachine(RuleBasedStateMachine):
                 self.records.append(RoundRecord(part, before, arrays(state), stats))
                 return stats
 
-            plan.finish = recorded
-            return plan
+            planned.finish = recorded
+            return planned
 
-        protocol.network_round = network_round
+        protocol.plan = plan
 
     # -- rules -----------------------------------------------------------------------
     @rule(dt=STEPS_S, fraction=st.floats(0.1, 1.0))
@@ -227,9 +247,8 @@ class NetworkMachine(RuleBasedStateMachine):
     def invariants_hold(self) -> None:
         assert self.ledger is not None
         run, present = self.run, self.clock.present
-        sync = getattr(run.protocol, "sync", None)
-        if sync is not None:
-            sync(run.state, float(run.env.now))  # as the engine does before measuring
+        if isinstance(run.protocol, protocols.ContinuousProtocol):
+            run.protocol.sync(run.state, float(run.env.now))  # as the engine does to measure
         down = np.array(sorted(self.down), dtype=np.intp)
         assert not present[down].any(), f"peers {down[present[down]]} down but present"
         self.bytes_out = check_bytes(self.net, run.flows, self.bytes_out)
@@ -239,7 +258,7 @@ class NetworkMachine(RuleBasedStateMachine):
                 fetching = flow.id in run.fetches  # a fetch's receiver is not present yet
                 assert present[flow.dst] or fetching, f"{flow} in flight to an absent peer"
                 assert flow.dst not in self.down, f"{flow} in flight to a peer that is down"
-        if run.continuous:
+        if isinstance(run, ContinuousEngine):
             self.ledger.check(**self._exchanges())
         else:
             self.ledger.check(self.records)

@@ -1,10 +1,10 @@
 """Stateful churn on the ``rounds`` clock, for every registered protocol.
 
-A Hypothesis state machine builds a small real run (:class:`sim.engine.Run`: 4–16 peers,
-drawn parameters, ``keep``/``reset``/``fetch`` rejoin), then preempts peers, restores
-them and runs rounds in any order; a round applies the rejoin rule to returning peers
-(:class:`sim.rejoin.Rejoin`) and calls the protocol, as the engine's rounds process
-does. After every step the protocol's invariants in force are checked
+A Hypothesis state machine builds a small real run (:class:`sim.engines.RoundsEngine`:
+4–16 peers, drawn parameters, ``keep``/``reset``/``fetch`` rejoin), then preempts peers,
+restores them and runs rounds in any order; a round applies the rejoin rule to returning
+peers (:class:`sim.rejoin.Rejoin`) and calls the protocol, as the engine's rounds
+process does. After every step the protocol's invariants in force are checked
 (:class:`tests.property.test_stateful_invariants.Ledger`). The protocols come from
 ``protocols.REGISTRY``: a new protocol is tested here without editing this file.
 """
@@ -12,6 +12,7 @@ does. After every step the protocol's invariants in force are checked
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from hypothesis.stateful import (
 
 import protocols
 import sim
-from sim.engine import Run
+from sim.engines import Engine, RoundsEngine, engine_for
 from sim.errors import AvsimError
 from tests.property.test_stateful_invariants import Ledger, RoundRecord, arrays
 from tests.strategies import stateful_scenarios
@@ -48,12 +49,12 @@ SETTINGS = settings(
 pick = st.integers(0, 2**16)
 
 
-def build_run(mapping: dict, cls: type[Run] = Run) -> Any:
-    """The run (a ``cls``) of a drawn scenario; a configuration that does not build is
-    rejected."""
+def build_run(mapping: dict, build: Callable[[Any, int], Engine] = engine_for) -> Any:
+    """The engine of a drawn scenario (``build(scenario, seed)``); a configuration that
+    does not build is rejected."""
     try:
         scenario = sim.scenario_from_mapping(mapping, {})
-        return cls(scenario, scenario.seed)
+        return build(scenario, scenario.seed)
     except AvsimError:
         reject()
 
@@ -69,6 +70,7 @@ class RoundsMachine(RuleBasedStateMachine):
     @initialize(data=st.data())
     def build(self, data: st.DataObject) -> None:
         self.run = build_run(data.draw(stateful_scenarios(self.name, "rounds")))
+        assert isinstance(self.run, RoundsEngine)
         rejoin = self.run.scenario.churn.rejoin
         in_force = self.run.protocol.invariants_in_force("rounds", rejoin)
         self.present = self.run.exists.copy()

@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from protocols.gossip import Gossip, GossipParams, column_excess, gossip_weights
 from protocols.topology import neighbour_table
 

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from protocols.all_reduce import AllReduce, AllReduceParams
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from protocols.random_groups import RandomGroups, RandomGroupsParams, random_partition
 
 

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from protocols import _grid
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from protocols.moshpit import Moshpit, MoshpitParams
 
 

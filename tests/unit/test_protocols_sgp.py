@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocols.base import Context, State
+from protocols.contract import Context, State
 from protocols.sgp import Sgp, SgpParams, offsets
 
 

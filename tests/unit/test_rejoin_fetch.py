@@ -12,7 +12,7 @@ import numpy as np
 import simpy
 
 import sim
-from protocols.base import State
+from protocols.contract import State
 from sim.netclock import NetworkClock
 from sim.network import FlowNetwork
 from sim.rejoin import NetworkRejoin

@@ -1,0 +1,229 @@
+"""The types a protocol and the engine exchange: the contract both ``sim`` and ``protocols``
+import.
+
+A protocol (:mod:`protocols.base`) works on a :class:`State` with what it may know of
+the run (:class:`Context`). On the rounds clock and in barrier rounds of the network
+clock it reports each round as :class:`RoundStats`; a barrier round is planned once as a
+:class:`RoundPlan` (its :class:`Flows`, then its arithmetic). A continuous-time protocol
+gets the run's environment and flow network as a :class:`RunEnv`. The exact-target
+tracker listens to state changes through :class:`RowWatcher`, reading rows as
+:class:`RowValues`. Nothing here imports the engine: the contract sits below both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Protocol as Interface
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import simpy
+
+    from sim.network import FlowNetwork
+
+#: Seconds an empty barrier round (nothing to send, e.g. every peer absent) lasts, so
+#: that simulated time always advances.
+IDLE_ROUND_S = 1.0
+
+
+@dataclass
+class Context:
+    """What a protocol may know about the run it is part of.
+
+    Parameters
+    ----------
+    n_peers
+        Number of peers N (rows of the state).
+    dim
+        Coordinates per peer.
+    itemsize
+        Bytes per coordinate on the wire (from ``vector.dtype``).
+    rng
+        The protocol's own generator, spawned from the run's ``SeedSequence``.
+    peers
+        The per-peer table (:func:`sim.peers.resolve_peers`: bandwidths, delays, client
+        mode), or None outside a run; protocols that need it fall back to defaults.
+    """
+
+    n_peers: int
+    dim: int
+    itemsize: int
+    rng: np.random.Generator
+    peers: Any = None
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes of one full vector on the wire."""
+        return self.dim * self.itemsize
+
+
+@dataclass
+class State:
+    """All peers' vectors: ``x`` of shape (n_peers, dim) plus protocol arrays in ``extra``."""
+
+    x: Any
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RoundStats:
+    """What one round cost and reported.
+
+    ``bytes_sent`` and ``messages`` are totals over all peers for the round;
+    ``mean_drift`` is the change of the global mean's norm / sqrt(dim) when the protocol
+    does not promise to preserve it (``uniform`` gossip, ``partial`` faults), else 0;
+    ``wait_s`` is a pause before the next round (e.g. a restart delay).
+
+    Which clock reads what: the rounds clock adds ``bytes_sent`` and ``messages`` to the
+    run's traffic; barrier rounds on the network clock read only ``wait_s`` (traffic is
+    the flow network's own count); ``mean_drift`` is for the ``drift_reported`` invariant
+    (the recorder measures the drift itself). Protocols fill every field on both clocks
+    all the same: one round's arithmetic, whichever clock runs it.
+    """
+
+    bytes_sent: float = 0.0
+    messages: int = 0
+    mean_drift: float = 0.0
+    wait_s: float = 0.0
+
+
+@dataclass
+class Flows:
+    """The messages of one barrier round on the network clock, as parallel arrays.
+
+    ``src``, ``dst`` (peer rows) and ``nbytes`` give each flow; the optional arrays set
+    dependencies between them:
+
+    - *gates*: a flow with ``waits[i] == g`` starts once gate g opens, i.e. once every
+      flow with ``opens == g`` has ended (completed or failed). A butterfly is two gates
+      per group, a ring all-reduce a chain of single-flow gates.
+    - *after*: a flow with ``after[i] == j`` starts once flow j has ended; if flow j
+      failed, flow i fails at once without sending (a broken stream: pieces of a part,
+      a reply to a request).
+    - a flow with ``streamed[i]`` set continues its ``after`` flow's stream on an open
+      connection: it pays no route latency (pieces sent back to back).
+    - a flow with neither gate nor ``after`` (a *root*) starts ``start_s[i]`` seconds
+      after the round starts (default: its sender's straggler delay).
+    - a flow still in flight ``timeout_s[i]`` seconds after it started (default: never)
+      is cancelled and fails: its receiver gave up on a slow sender.
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    opens: np.ndarray | None = None
+    waits: np.ndarray | None = None
+    after: np.ndarray | None = None
+    start_s: np.ndarray | None = None
+    timeout_s: np.ndarray | None = None
+    streamed: np.ndarray | None = None
+
+    @classmethod
+    def none(cls) -> Flows:
+        """No flow at all: the round idles :data:`IDLE_ROUND_S` seconds."""
+        empty = np.zeros(0, dtype=np.intp)
+        return cls(empty, empty, np.zeros(0))
+
+
+#: ``finish(state, lost) -> RoundStats``: a round's arithmetic (see :class:`RoundPlan`).
+Finish = Callable[[State, np.ndarray], RoundStats]
+
+
+@dataclass
+class RoundPlan:
+    """One barrier round, planned once: its random draws and groups are fixed here.
+
+    ``flows()`` builds the round's :class:`Flows`; only the network clock calls it (the
+    rounds clock sends nothing), so a plan costs no flow arrays on the rounds clock. The
+    network clock starts the flows when the round starts, waits until every flow has
+    ended, fills ``delivered`` ((n_flows,) bool: which flows completed) and ``timed_out``
+    (which were cancelled by their ``timeout_s``), then calls ``finish(state, lost)``,
+    where ``lost`` ((n_peers,) bool) marks the peers preempted at any time during the
+    round: they take no part, as an absent peer on the rounds clock. The rounds clock
+    calls ``finish(state, lost)`` at once with nobody lost.
+
+    ``finish`` does the arithmetic of *this* plan (its groups, its pairs), never a fresh
+    draw: calling the protocol's ``round`` again would draw from its generator a second
+    time and average other groups than the flows sent.
+    """
+
+    finish: Finish
+    flows: Callable[[], Flows] = Flows.none
+    delivered: np.ndarray | None = None  # filled by the network clock
+    timed_out: np.ndarray | None = None  # filled by the network clock
+
+
+@dataclass
+class RunEnv:
+    """What a continuous-time protocol's process gets from the run (network clock).
+
+    Parameters
+    ----------
+    env
+        The run's SimPy environment (simulated seconds).
+    net
+        The run's flow network (:class:`sim.network.FlowNetwork`): ``net.send(src, dst,
+        nbytes)`` returns a flow whose ``done`` event succeeds on delivery and fails when
+        either end is preempted.
+    present
+        (n_peers,) bool, shared with churn: True = present now (read it, never write).
+    state
+        The run's state; the process updates it in place as its exchanges complete.
+    """
+
+    env: simpy.Environment
+    net: FlowNetwork
+    present: np.ndarray
+    state: State
+
+
+class RowValues(NamedTuple):
+    """Some peers' estimates as functions of time until their next change:
+    ``a − exp(−decay_rate·(t − since))·d`` (rows of (k, dim) float64, ``since`` (k,)
+    seconds); with ``d`` None, the constant ``a``."""
+
+    a: np.ndarray
+    d: np.ndarray | None = None
+    since: np.ndarray | None = None
+
+
+class RowWatcher(Interface):
+    """What a protocol tells its ``watcher`` (when set) about state changes.
+
+    Changes applied one at a time (continuous time on the network clock): call
+    ``before(rows)`` right before changing peers ``rows`` and ``after(rows)`` right
+    after, at the simulated time of the change; the watcher reads the rows through
+    the protocol's ``estimate_rows``. Changes applied in batches (waves of disjoint
+    events on the rounds clock): call ``wave(rows, before, after, at_s)`` with the rows'
+    :class:`RowValues` before and after the wave and each row's event time (both ends of
+    one event share it; ``before`` may be None when :attr:`needs_before` is false). Only
+    rows changed by the protocol's own events are reported; absent peers' A²CiD² mixing
+    changes no :class:`RowValues`.
+    """
+
+    needs_before: bool
+
+    def before(self, rows: np.ndarray) -> None: ...
+
+    def after(self, rows: np.ndarray) -> None: ...
+
+    def wave(
+        self, rows: np.ndarray, before: RowValues | None, after: RowValues, at_s: np.ndarray
+    ) -> None: ...
+
+
+__all__ = [
+    "IDLE_ROUND_S",
+    "Context",
+    "Finish",
+    "Flows",
+    "RoundPlan",
+    "RoundStats",
+    "RowValues",
+    "RowWatcher",
+    "RunEnv",
+    "State",
+]
