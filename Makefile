@@ -34,6 +34,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check sim protocols tests bench
 	$(BIN)/ruff format --check sim protocols tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -85,8 +85,8 @@ def drift_at(base: dict[str, Any], dtype: str, rounds: int) -> float:
 
 def _initial_vectors(scenario: Any) -> np.ndarray:
     """The run's initial state (drawn as the engine draws it, in the state's dtype)."""
-    from sim.seeding import component_rng
-    from sim.vectors import initial_vectors
+    from sim.core.seeding import component_rng
+    from sim.model.vectors import initial_vectors
 
     x0 = initial_vectors(scenario.vector, N_PEERS, component_rng(0, "init"))
     return np.asarray(x0, dtype=scenario.vector.dtype)

@@ -2,9 +2,9 @@
 
 Runs a few network-clock scenarios of different protocols (small vectors, so that the
 arithmetic is negligible) and reports, for each, the wall microseconds per message
-(flow) simulated and how many messages :func:`sim.workload.estimate_events` predicted
+(flow) simulated and how many messages :func:`sim.engine.workload.estimate_events` predicted
 (an upper bound: the estimate over the messages actually sent). The guard's
-:data:`sim.workload.FLOW_COST_S` is chosen from these figures.
+:data:`sim.engine.workload.FLOW_COST_S` is chosen from these figures.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import sim
-from sim.workload import estimate_events
+from sim.engine.workload import estimate_events
 
 BASE: dict[str, Any] = {
     "clock": "network",
@@ -61,6 +61,6 @@ def run() -> list[tuple[str, float, str, str]]:
     figures = []
     for name, case in CASES.items():
         us, ratio = measure(case)
-        figures.append((f"{name}: wall per flow", us, "µs", "sim.workload.FLOW_COST_S"))
+        figures.append((f"{name}: wall per flow", us, "µs", "sim.engine.workload.FLOW_COST_S"))
         figures.append((f"{name}: estimated / actual flows", ratio, "ratio", ">= 1"))
     return figures

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sim.sweeps import sweep
-from sim.sweeps.executors import close_local_clusters
+from sim.output.sweeps import sweep
+from sim.output.sweeps.executors import close_local_clusters
 
 ROOT = Path(__file__).resolve().parents[1]
 

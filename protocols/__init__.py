@@ -18,7 +18,7 @@ from pydantic import Field
 
 from protocols._registry import REGISTRY
 from protocols.base import BarrierProtocol, ContinuousProtocol, Protocol, clocks_of
-from sim.errors import ScenarioError
+from sim.core.errors import ScenarioError
 
 
 def _import_modules() -> None:
@@ -41,7 +41,7 @@ def get(name: str) -> type[Protocol]:
 
     Raises
     ------
-    sim.errors.ScenarioError
+    sim.core.errors.ScenarioError
         On ``protocol.name`` when ``name`` is not registered; the message lists the
         known names.
     """

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BeforeValidator, PlainSerializer, PlainValidator, WithJsonSchema
 
-from sim import units
+from sim.core import units
 from sim.kernels._xp import column, namespace
 from sim.kernels.compression import IDENTITY, Wire, WireName, wire_for
 

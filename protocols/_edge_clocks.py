@@ -32,14 +32,14 @@ from protocols.footprint import (
     graph_size,
     wave_share,
 )
-from protocols.topology import TopologyParams, build_graph
-from sim import units
-from sim.backend import to_numpy
+from protocols.graphs import TopologyParams, build_graph
+from sim.core import units
+from sim.core.backend import to_numpy
 from sim.kernels._xp import namespace, take_rows
 
 
 class EdgeClockParams(TopologyParams):
-    """Topology plus the exchange rate shared by the edge-clock protocols."""
+    """LinkGraph plus the exchange rate shared by the edge-clock protocols."""
 
     name: Literal["pairwise_gossip", "a2cid2"]
     rate: Rate = Field(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linprog
 
-from sim.errors import SimulationError
+from sim.core.errors import SimulationError
 
 #: The equal split is returned when its time is within this relative distance of the
 #: optimum: it is then optimal up to the solver's round-off.

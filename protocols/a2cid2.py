@@ -38,7 +38,7 @@ so the copy is the source's (x, x̃) as of now, whenever it was last brought for
 Exact time-to-target: between events x_i(t) = a_i − e^(−2η(t − τ_i))·d_i with
 a = (x + x̃)/2, d = (x̃ − x)/2 at the peer's last update τ_i (:meth:`estimate_rows`), so
 the variance between events is a quadratic in e^(−2ηt) and its first crossing of a
-threshold is found in closed form (:mod:`sim.observe.decaying`): exact up to round-off
+threshold is found in closed form (:mod:`sim.engine.observe.decaying`): exact up to round-off
 of this closed form, which the lazily mixed state follows to round-off.
 
 Messages: each exchange sends both x vectors (x̃ stays local): 2 messages, 2·S bytes.

@@ -38,7 +38,7 @@ from protocols.contract import (
     State,
 )
 from protocols.footprint import Footprint
-from sim.backend import to_numpy
+from sim.core.backend import to_numpy
 from sim.kernels._xp import namespace, take_rows
 from sim.kernels.compression import Wire
 
@@ -132,7 +132,7 @@ class Protocol(ABC):
     #: The invariants (names of :data:`INVARIANTS`) the protocol keeps with its default
     #: parameters; :meth:`invariants_in_force` narrows them for a given configuration.
     invariants: ClassVar[frozenset[str]] = frozenset()
-    #: Memory model (:mod:`sim.resources`): (N, dim) arrays of the state's dtype alive at
+    #: Memory model (:mod:`sim.engine.resources`): (N, dim) arrays of the state's dtype alive at
     #: the peak of a round — x, the protocol's own arrays, the round's temporaries — and
     #: the extra ones when the wire compresses. :meth:`footprint` adds what else the
     #: protocol keeps (graphs, flows); each protocol's figures are checked against
@@ -197,7 +197,7 @@ class Protocol(ABC):
         return state.x
 
     #: Set by the engine: told about every change of state rows (:class:`RowWatcher`; the
-    #: exact-target tracker, :mod:`sim.observe.tracker`). None: nobody listens.
+    #: exact-target tracker, :mod:`sim.engine.observe.tracker`). None: nobody listens.
     watcher: RowWatcher | None = None
     #: ρ (per unit of time) of :meth:`estimate_rows`: 0 when rows are constant between
     #: the protocol's events; A²CiD² 2η.
@@ -230,7 +230,7 @@ class Protocol(ABC):
 
     def conserved_mean(self, state: State, rows: np.ndarray | None = None) -> Any:
         """The average this protocol conserves over peers ``rows`` (None: all), whose
-        distance to the initial mean is ``mean_drift`` (:mod:`sim.recorder`): a (dim,)
+        distance to the initial mean is ``mean_drift`` (:mod:`sim.engine.recorder`): a (dim,)
         float64 array, or None for the mean of :meth:`estimate` (the default, which the
         recorder computes with the variance). Push-sum: Σx / Σw."""
         return None

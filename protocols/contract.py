@@ -44,7 +44,7 @@ class Context:
     rng
         The protocol's own generator, spawned from the run's ``SeedSequence``.
     peers
-        The per-peer table (:func:`sim.peers.resolve_peers`: bandwidths, delays, client
+        The per-peer table (:func:`sim.model.peers.resolve_peers`: bandwidths, delays, client
         mode), or None outside a run; protocols that need it fall back to defaults.
     """
 

@@ -2,7 +2,7 @@
 
 :meth:`protocols.base.Protocol.footprint` returns a :class:`Footprint` from the
 protocol's parameters and the run's sizes alone — nothing is built or allocated — and
-:mod:`sim.resources` turns it into a peak-memory and an event-count estimate before a run
+:mod:`sim.engine.resources` turns it into a peak-memory and an event-count estimate before a run
 starts. The figures are upper bounds of what the code holds at its peak (read from the
 kernels, then checked against measurement in ``tests/integration/test_resources.py``):
 a count of (N, dim) arrays, bytes of host tables, and the flows a round sends.
@@ -163,7 +163,7 @@ def exchange_footprint(
     at most ``in_flight`` at once, each holding ``snapshot_rows`` rows of the state on
     the network clock (what was sent, taken at its start). On the rounds clock the
     exact-target tracker keeps a round's row changes for its replay
-    (:mod:`sim.observe.replay`): ``replay_arrays`` float64 (N, dim) arrays per unit of
+    (:mod:`sim.engine.observe.replay`): ``replay_arrays`` float64 (N, dim) arrays per unit of
     ``rate`` (measured), for a round with three standard deviations more rings."""
     extra = in_flight / max(n_peers, 1) * snapshot_rows if clock == "network" else 0.0
     replay = 0.0

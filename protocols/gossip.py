@@ -1,6 +1,6 @@
 """gossip: synchronous neighbourhood averaging on a fixed graph.
 
-Algorithm (rounds clock): a topology (:mod:`protocols.topology`) is built once. Each
+Algorithm (rounds clock): a topology (:mod:`protocols.graphs`) is built once. Each
 round every present peer replaces x_i by a weighted mean of itself and its present
 neighbours, all using the previous round's values (synchronous, y = W x). Absent peers
 keep their vectors and are skipped by their neighbours.
@@ -52,7 +52,7 @@ from protocols._common import Compression, as_mask, mean_drift, wire_of
 from protocols.base import BarrierProtocol
 from protocols.contract import Context, Flows, RoundPlan, RoundStats, State
 from protocols.footprint import Footprint, graph_size, neighbour_footprint
-from protocols.topology import TopologyParams, build_graph, neighbour_table
+from protocols.graphs import TopologyParams, build_graph, neighbour_table
 from sim.kernels import neighbour_mean
 from sim.kernels._xp import column, namespace
 from sim.kernels.compression import Wire

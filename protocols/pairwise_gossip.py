@@ -1,6 +1,6 @@
 """pairwise_gossip: randomized asynchronous gossip on Poisson edge clocks.
 
-Algorithm. A topology (:mod:`protocols.topology`) is built once. Every edge (i, j) has
+Algorithm. A topology (:mod:`protocols.graphs`) is built once. Every edge (i, j) has
 a Poisson clock of rate λ_ij = rate·(1/deg(i) + 1/deg(j))/2, so on a regular graph each
 peer takes part in ``rate`` exchanges per unit time. When a clock rings and both ends are
 present, the two peers swap vectors and apply x_i ← x_i − (s_i − s_j)/2,

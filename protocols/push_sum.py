@@ -1,6 +1,6 @@
 """push_sum: asynchronous push-sum on Poisson peer clocks (directed pushes).
 
-Algorithm. A topology (:mod:`protocols.topology`) is built once; a peer's out-neighbours
+Algorithm. A topology (:mod:`protocols.graphs`) is built once; a peer's out-neighbours
 are its neighbours in it. Each peer holds x_i and a weight w_i (``state.extra["w"]``,
 shape (N, 1), initially 1) and has a Poisson clock of rate ``rate``. When i's clock rings
 it picks an out-neighbour j uniformly and pushes half of its pair:
@@ -72,9 +72,9 @@ from protocols._edge_clocks import PoissonClocks, waves
 from protocols.base import ContinuousProtocol
 from protocols.contract import Context, RoundStats, RowValues, RowWatcher, RunEnv, State
 from protocols.footprint import Footprint, exchange_footprint, graph_size, wave_share
-from protocols.topology import TopologyParams, build_graph, neighbour_table
-from sim import units
-from sim.backend import to_numpy
+from protocols.graphs import TopologyParams, build_graph, neighbour_table
+from sim.core import units
+from sim.core.backend import to_numpy
 from sim.kernels import push_half
 from sim.kernels._xp import namespace, take_rows
 from sim.kernels.compression import IDENTITY, WireLike

@@ -11,7 +11,7 @@ The Python API the CLI and the notebooks call::
 A script that runs a sweep with worker processes needs ``if __name__ == "__main__":``
 around it (the workers import the script).
 
-Names are imported lazily so that ``import sim.units`` (used by the protocol modules)
+Names are imported lazily so that ``import sim.core.units`` (used by the protocol modules)
 does not pull in the engine, which itself imports the protocols.
 """
 
@@ -20,24 +20,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from sim.errors import AvsimError, ScenarioError
+from sim.core.errors import AvsimError, ScenarioError
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from sim.api import run
-    from sim.result import RunResult
-    from sim.results import write_result
-    from sim.scenario import load_scenario, scenario_from_mapping
-    from sim.sweeps import SweepResult, load_sweep, sweep
+    from sim.engine.result import RunResult
+    from sim.model.scenario import load_scenario, scenario_from_mapping
+    from sim.output.run_folder import write_result
+    from sim.output.sweeps import SweepResult, load_sweep, sweep
 
 _LAZY = {
     "run": "sim.api",
-    "RunResult": "sim.result",
-    "load_scenario": "sim.scenario",
-    "scenario_from_mapping": "sim.scenario",
-    "write_result": "sim.results",
-    "sweep": "sim.sweeps",
-    "SweepResult": "sim.sweeps",
-    "load_sweep": "sim.sweeps",
+    "RunResult": "sim.engine.result",
+    "load_scenario": "sim.model.scenario",
+    "scenario_from_mapping": "sim.model.scenario",
+    "write_result": "sim.output.run_folder",
+    "sweep": "sim.output.sweeps",
+    "SweepResult": "sim.output.sweeps",
+    "load_sweep": "sim.output.sweeps",
 }
 
 

@@ -1,9 +1,9 @@
 """``sim.run``: the command line's ``avsim run`` as a function.
 
-``sim.run(sc, seed=0)`` returns one :class:`~sim.result.RunResult`, as
+``sim.run(sc, seed=0)`` returns one :class:`~sim.engine.result.RunResult`, as
 :func:`sim.engine.run` does. ``repeats=k`` makes ``k`` runs with seeds ``seed, seed + 1,
 …`` and returns them as a list (even for ``k = 1``), ready for
-:func:`sim.results.write_result`. The scenario may be a :class:`Scenario`, a scenario file
+:func:`sim.output.run_folder.write_result`. The scenario may be a :class:`Scenario`, a scenario file
 or a mapping; ``overrides`` are the CLI's ``--set`` as a ``{dotted.key: value}`` mapping.
 Nothing is written unless ``out`` is given.
 """
@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, overload
 
-from sim.errors import ScenarioError
-from sim.result import RunResult
-from sim.scenario import Scenario, load_scenario, scenario_from_mapping
+from sim.core.errors import ScenarioError
+from sim.engine.result import RunResult
+from sim.model.scenario import Scenario, load_scenario, scenario_from_mapping
 
 #: ``progress(fraction)``: the fraction of all the runs done, from 0 to 1.
 Progress = Callable[[float], None]
@@ -99,7 +99,7 @@ def run(
         When ``out`` is not empty and ``force`` is false (checked before running).
     """
     from sim.engine import run as run_once
-    from sim.results import check_folder, write_result
+    from sim.output.run_folder import check_folder, write_result
 
     sc = resolve(scenario, overrides)
     first = sc.seed if seed is None else _count("seed", seed, minimum=0)

@@ -176,7 +176,7 @@ def messages(draw: st.DrawFn, max_messages: int = 3, max_coords: int = 600) -> n
 def churn_sections() -> st.SearchStrategy[object]:
     """A ``churn`` section of a random model (``none``, ``bernoulli``, ``exponential``,
     ``waves`` on all peers) with times in seconds of modest size."""
-    from sim.scenario.churn import BernoulliChurn, ExponentialChurn, NoChurn, WavesChurn
+    from sim.model.scenario.churn import BernoulliChurn, ExponentialChurn, NoChurn, WavesChurn
 
     times = st.floats(0.05, 10.0)
     return st.one_of(

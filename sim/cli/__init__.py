@@ -1,6 +1,6 @@
 """The ``avsim`` command line: run, validate, info, sweep, list, schema, plot.
 
-Library code raises :class:`~sim.errors.AvsimError`; only this package turns errors in
+Library code raises :class:`~sim.core.errors.AvsimError`; only this package turns errors in
 user input into one line on stderr and exit code 2 — never a traceback. Each command
 lives in a module of its own; :mod:`sim.cli.app` holds what they share.
 """
@@ -14,7 +14,7 @@ import typer
 from sim.cli import catalog, info, plot, run, sweep, validate  # noqa: F401  (registers commands)
 from sim.cli.app import USAGE_EXIT, app, click_message, error_line
 from sim.cli.signals import interrupt_in
-from sim.errors import AvsimError
+from sim.core.errors import AvsimError
 
 
 def main() -> None:

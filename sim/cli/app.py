@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from sim.cli.signals import interrupt_in
-from sim.errors import AvsimError
+from sim.core.errors import AvsimError
 
 USAGE_EXIT = 2
 #: A progress bar appears once a run has lasted this long (shorter runs stay quiet).
@@ -118,8 +118,8 @@ def doing(what: str) -> Iterator[None]:
 
 def out_of_memory_while(exc: MemoryError) -> str:
     """What the command was doing when memory ran out: the :func:`doing` label, else
-    the run's phase from the traceback (:func:`sim.resources.out_of_memory_while`)."""
-    from sim.resources import out_of_memory_while as phase
+    the run's phase from the traceback (:func:`sim.engine.resources.out_of_memory_while`)."""
+    from sim.engine.resources import out_of_memory_while as phase
 
     return getattr(exc, "doing", None) or phase(exc)
 
@@ -174,7 +174,7 @@ def print_table(
 
 
 def cell(value: Any) -> str:
-    from sim.sweeps.table import format_number
+    from sim.output.sweeps.table import format_number
 
     if value is None:
         return "—"

@@ -30,7 +30,7 @@ def schema(
 ) -> None:
     """Print the JSON Schema of the scenario format, or with --sweep of the sweep format
     (for editors)."""
-    from sim.scenario import json_schema
+    from sim.model.scenario import json_schema
 
     typer.echo(json.dumps(sweep_schema() if sweep else json_schema(), indent=2))
 
@@ -41,8 +41,8 @@ def sweep_schema() -> dict[str, Any]:
     The scenario format sits under ``$defs/Scenario`` without its required keys: a sweep's
     base may leave to the cases what every case sets (e.g. ``protocol``).
     """
-    from sim.scenario import json_schema
-    from sim.sweeps.spec import json_schema as sweep_json_schema
+    from sim.model.scenario import json_schema
+    from sim.output.sweeps.spec import json_schema as sweep_json_schema
 
     result = sweep_json_schema()
     scenario = json_schema()

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from sim.cli.app import ScenarioArg, SetOption, app, cell, stdout, user_errors
-from sim.units import format_bandwidth, format_duration
+from sim.core.units import format_bandwidth, format_duration
 
 #: Per-peer columns shown, with their label and formatter.
 PEER_VALUES: tuple[tuple[str, str, Callable[[float], str]], ...] = (
@@ -33,8 +33,8 @@ def info(scenario: ScenarioArg, set_: SetOption = None) -> None:
     """Show what a scenario resolves to without running it: per-class peer tables, the
     expected churn, and the protocol's derived constants (e.g. Moshpit's grid, A²CiD²'s
     chi1, chi2, eta, alpha_tilde)."""
-    from sim.engines import engine_for
-    from sim.scenario import load_scenario, parse_set_options
+    from sim.engine.schedules import engine_for
+    from sim.model.scenario import load_scenario, parse_set_options
 
     with user_errors():
         sc = load_scenario(scenario, parse_set_options(set_))

@@ -36,7 +36,7 @@ def plot(
 ) -> None:
     """Draw figures: each result folder's convergence.png and each sweep folder's
     sweep.png, or one --out comparing the result folders."""
-    from sim.plots import plot_dirs
+    from sim.output.plots import plot_dirs
 
     with user_errors():
         written = plot_dirs(dirs, out, label)

@@ -67,9 +67,9 @@ def run(
     writes a complete folder of the runs so far (the last with stop_reason interrupted);
     a second signal aborts at once and writes nothing.
     """
-    from sim.resources import memory_limit
-    from sim.results import check_folder, write_result
-    from sim.scenario import load_scenario, parse_set_options
+    from sim.engine.resources import memory_limit
+    from sim.model.scenario import load_scenario, parse_set_options
+    from sim.output.run_folder import check_folder, write_result
 
     with (
         user_errors("interrupted; no result folder written"),
@@ -117,7 +117,7 @@ def _print_runs(summaries: Sequence[dict[str, Any]]) -> None:
     """Fields as rows; a column per seed (up to 4 runs) or min/max, and the mean."""
     import pandas as pd
 
-    from sim.sweeps.table import mean_cell
+    from sim.output.sweeps.table import mean_cell
 
     extra = [k for k in summaries[0] if k.startswith(("rounds_to_", "time_to_"))]
     fields = list(dict.fromkeys([*SUMMARY_COLUMNS[1:], *extra]))
@@ -142,7 +142,7 @@ def _warn_nan(summaries: Sequence[dict[str, Any]]) -> None:
     """One ``warning:`` line per run stopped by a NaN or inf (stderr)."""
     import sys
 
-    from sim.summary import nan_warning
+    from sim.engine.summary import nan_warning
 
     for summary in summaries:
         text = nan_warning(summary)

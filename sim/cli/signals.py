@@ -5,7 +5,7 @@ sets :attr:`Stop.event`, which :func:`sim.engine.run` watches (``interrupt=``): 
 in progress ends at its next observation with ``stop_reason: interrupted`` and no new
 repeat starts, so the command can still write a complete result folder. A second
 signal raises :class:`Interrupted` at once (a ``KeyboardInterrupt``): nothing more is
-written, and a folder being written is discarded (:mod:`sim.folders`).
+written, and a folder being written is discarded (:mod:`sim.output.atomic`).
 
 ``avsim sweep`` (``graceful=False``): the first signal raises :class:`Interrupted`;
 with ``stop_children`` the command's worker processes get SIGTERM too, so that the pool

@@ -49,7 +49,7 @@ def sweep(
         int | None,
         typer.Option(
             min=1,
-            max=10_000,  # sim.scenario.models.MAX_REPEATS (not imported: a fast --help)
+            max=10_000,  # sim.model.scenario.models.MAX_REPEATS (not imported: a fast --help)
             help="Runs per case and grid cell.",
             show_default="the sweep's repeats",
         ),
@@ -63,10 +63,10 @@ def sweep(
     sweeps is an error. --max-memory applies to every run, in every worker; a sweep whose
     largest run would not fit is refused before any run starts.
     """
-    from sim.resources import memory_limit
-    from sim.scenario import parse_set_options
-    from sim.sweeps import load_sweep
-    from sim.sweeps import sweep as run_sweep
+    from sim.engine.resources import memory_limit
+    from sim.model.scenario import parse_set_options
+    from sim.output.sweeps import load_sweep
+    from sim.output.sweeps import sweep as run_sweep
 
     interrupted = "interrupted; run it again with --resume to continue"
     with (

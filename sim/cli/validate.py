@@ -15,13 +15,13 @@ def validate(scenario: ScenarioArg, set_: SetOption = None) -> None:
     section) is checked by expanding every run it describes, with ``--set`` applied to
     every run as ``avsim sweep`` would.
     """
-    from sim.scenario import load_scenario, parse_set_options
-    from sim.scenario.loader import is_sweep_mapping, read_yaml
+    from sim.model.scenario import load_scenario, parse_set_options
+    from sim.model.scenario.loader import is_sweep_mapping, read_yaml
 
     with user_errors():
         if is_sweep_mapping(read_yaml(scenario)):
-            from sim.sweeps import load_sweep
-            from sim.sweeps.plan import expand
+            from sim.output.sweeps import load_sweep
+            from sim.output.sweeps.plan import expand
 
             runs = expand(load_sweep(scenario), parse_set_options(set_))
             typer.echo(f"ok (sweep of {len(runs)} runs)")

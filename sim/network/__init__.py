@@ -4,24 +4,24 @@
 >>> transfer_times([(1e6, 1e6), (1e6, 1e6)], 0.5, [(0, 1, 2e6, 0.0)])
 [2.5]
 
-Modules: :mod:`~sim.network.topology` (resources and routes), :mod:`~sim.network.maxmin`
+Modules: :mod:`~sim.network.routes` (resources and routes), :mod:`~sim.network.maxmin`
 (the progressive-filling solver and its local recomputation), :mod:`~sim.network.flows`
 (the SimPy-integrated :class:`FlowNetwork`), :mod:`~sim.network.standalone`
-(:func:`transfer_times`), :mod:`~sim.network.errors`.
+(:func:`transfer_times`), :mod:`~sim.network.faults`.
 """
 
-from sim.network.errors import FlowFailed, NetworkError
+from sim.network.faults import FlowFailed, NetworkError
 from sim.network.flows import Flow, FlowNetwork
 from sim.network.maxmin import maxmin_rates
+from sim.network.routes import LinkGraph
 from sim.network.standalone import transfer_times
-from sim.network.topology import Topology
 
 __all__ = [
     "Flow",
     "FlowFailed",
     "FlowNetwork",
+    "LinkGraph",
     "NetworkError",
-    "Topology",
     "maxmin_rates",
     "transfer_times",
 ]

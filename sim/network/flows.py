@@ -17,9 +17,9 @@ from typing import Any, cast
 import numpy as np
 import simpy
 
-from sim.network.errors import FlowFailed, NetworkError
+from sim.network.faults import FlowFailed, NetworkError
 from sim.network.maxmin import FlowsOn, Share, reallocate
-from sim.network.topology import Route, Routes, Topology
+from sim.network.routes import LinkGraph, Route, Routes
 
 #: A flow whose remaining bytes fall to this fraction of its size counts as complete.
 REL_EPS = 1e-12
@@ -93,7 +93,7 @@ class FlowNetwork:
         ``"maxmin"`` (default) or ``"rtt_weighted"`` (weight 1 / route latency; every
         route latency must then be positive).
     links
-        Optional shared links (:class:`~sim.network.topology.Topology`).
+        Optional shared links (:class:`~sim.network.routes.LinkGraph`).
 
     Notes
     -----
@@ -118,7 +118,7 @@ class FlowNetwork:
         download_bytes_per_s: Any,
         latency_s: Any,
         sharing: str = "maxmin",
-        links: Topology | None = None,
+        links: LinkGraph | None = None,
     ) -> None:
         if sharing not in SHARING:
             raise NetworkError("sharing", sharing, f"one of {SHARING}")

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import simpy
 
-from sim.network.errors import NetworkError
+from sim.network.faults import NetworkError
 from sim.network.flows import Flow, FlowNetwork
-from sim.network.topology import Topology
+from sim.network.routes import LinkGraph
 
 Transfer = tuple[int, int, float, float]
 
@@ -25,7 +25,7 @@ def transfer_times(
     latency: float | Any,
     transfers: Sequence[Transfer],
     sharing: str = "maxmin",
-    links: Topology | None = None,
+    links: LinkGraph | None = None,
 ) -> list[float]:
     """Completion time of every transfer.
 

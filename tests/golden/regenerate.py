@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import sim
-from sim.scenario import read_yaml
+from sim.model.scenario import read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = Path(__file__).resolve().parent

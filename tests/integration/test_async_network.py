@@ -13,7 +13,7 @@ import pytest
 
 import sim
 from protocols._async_net import WINDOW
-from sim.engines import ContinuousEngine, engine_for
+from sim.engine.schedules import ContinuousEngine, engine_for
 
 DIM = 64
 S_BYTES = DIM * 8

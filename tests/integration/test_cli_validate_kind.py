@@ -1,5 +1,5 @@
 """``avsim validate`` tells a sweep file from a scenario exactly as ``avsim run`` and
-``avsim info`` do (:func:`sim.scenario.loader.is_sweep_mapping`): the same file gets the
+``avsim info`` do (:func:`sim.model.scenario.loader.is_sweep_mapping`): the same file gets the
 same verdict from every command."""
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import sim
-from sim.engines import Engine, engine_for
+from sim.engine.observe.targets import target_label
+from sim.engine.recorder import statistics
+from sim.engine.schedules import Engine, engine_for
 from sim.kernels import pairwise_delta, push_half
 from sim.kernels.mixing import a2cid2_exchange, a2cid2_mix, mix_coefficient
-from sim.observe.targets import target_label
-from sim.recorder import statistics
-from sim.scenario import apply_overrides
+from sim.model.scenario import apply_overrides
 
 CONTINUOUS = ["pairwise_gossip", "push_sum", "a2cid2"]
 CHURN = {

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import sim
-import sim.seeding
-from sim.churn.membership import MembershipSchedule
-from sim.churn.schedule import ChurnSchedule
-from sim.scenario.churn import PopulationChange
-from sim.vectors import initial_vectors
+import sim.core.seeding
+from sim.model.churn.membership import MembershipSchedule
+from sim.model.churn.schedule import ChurnSchedule
+from sim.model.scenario.churn import PopulationChange
+from sim.model.vectors import initial_vectors
 
 
 def test_joiners_come_up_and_leavers_go_down_for_good():
@@ -50,7 +50,7 @@ def scenario(clock, **churn):
 def test_metrics_are_taken_over_the_peers_that_exist(clock):
     sc = scenario(clock, joins={"count": 8, "rate": 20.0})
     result = sim.run(sc, seed=1)
-    x0 = initial_vectors(sc.vector, 24, sim.seeding.component_rng(1, "init"))
+    x0 = initial_vectors(sc.vector, 24, sim.core.seeding.component_rng(1, "init"))
     first = result.metrics.iloc[0]
     assert first["var"] == pytest.approx(np.mean((x0[:16] - x0[:16].mean(axis=0)) ** 2))
     assert result.metrics["alive_fraction"].max() == 1.0

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import sim
 from protocols import _moshpit_net as net
-from sim.engines import BarrierEngine, engine_for
+from sim.engine.schedules import BarrierEngine, engine_for
 from sim.kernels.compression import wire_bytes
 
 UP = 12.5e6  # 100 Mbit/s

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 import sim
 from sim.cli import app
-from sim.engines import engine_for
+from sim.engine.schedules import engine_for
 
 HUGE = 1.7e308  # finite; the difference of two of them overflows
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 import sim
 from sim.cli import app
-from sim.plots import plot_sweep, report_bars, sweep_figure
-from sim.plots.folders import compare_figure
+from sim.output.plots import plot_sweep, report_bars, sweep_figure
+from sim.output.plots.folders import compare_figure
 
 SWEEP: dict[str, Any] = {
     "name": "tiny-sweep",

@@ -12,8 +12,8 @@ import pytest
 from matplotlib.figure import Figure
 
 import sim
-from sim.plots import sweep_figure
-from sim.sweeps.labels import cell_value, from_stored, json_text
+from sim.output.plots import sweep_figure
+from sim.output.sweeps.labels import cell_value, from_stored, json_text
 
 SWEEP: dict[str, Any] = {
     "name": "mapping-grid",

@@ -29,7 +29,7 @@ import pytest
 
 import sim
 from sim import engine
-from sim.resources import memory_parts
+from sim.engine.resources import memory_parts
 
 BAND = 3.0
 MIB = 2**20
@@ -99,7 +99,7 @@ MEASURE_RSS = textwrap.dedent(
     """
     import json, sys
     from sim import engine
-    from sim.scenario import scenario_from_mapping
+    from sim.model.scenario import scenario_from_mapping
 
     def status(field):
         for line in open("/proc/self/status"):

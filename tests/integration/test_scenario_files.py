@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import sim
-from sim.scenario import read_yaml
-from sim.sweeps.plan import expand
-from sim.sweeps.spec import load_sweep
+from sim.model.scenario import read_yaml
+from sim.output.sweeps.plan import expand
+from sim.output.sweeps.spec import load_sweep
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 FILES = sorted(SCENARIOS.rglob("*.yaml"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import sim
-from sim.errors import ScenarioError
+from sim.core.errors import ScenarioError
 
 S_BYTES = 1024 * 8  # dim 1024, float64
 UP = 12.5e6  # 100 Mbit/s

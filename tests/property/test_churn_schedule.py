@@ -11,9 +11,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.churn import build_round_churn, build_schedule, load_trace
-from sim.churn.schedule import TraceSchedule
-from sim.scenario.churn import BernoulliChurn
+from sim.model.churn import build_round_churn, build_schedule, load_trace
+from sim.model.churn.schedule import TraceSchedule
+from sim.model.scenario.churn import BernoulliChurn
 from tests.strategies import churn_sections, peer_counts, seeds, trace_rows
 
 HORIZON_S = 30.0

@@ -44,7 +44,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.scenario import Replace, json_schema
+from sim.model.scenario import Replace, json_schema
 from tests.strategies import (
     EDGE_NUMBERS,
     SchemaLeaf,
@@ -216,7 +216,7 @@ def scenario_leaves() -> tuple[SchemaLeaf, ...]:
 
 @cache
 def sweep_leaves() -> tuple[SchemaLeaf, ...]:
-    from sim.sweeps.spec import SweepSpec
+    from sim.output.sweeps.spec import SweepSpec
 
     return tuple(schema_leaves(SweepSpec.model_json_schema(mode="validation"), {}))
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from sim.network import FlowNetwork, Topology, maxmin_rates, transfer_times
+from sim.network import FlowNetwork, LinkGraph, maxmin_rates, transfer_times
 
 CAPACITIES = st.sampled_from([1.0, 2.0, 3.0, 5.0, 7.5, 10.0, math.inf])
 MAX_HOSTS, MAX_FLOWS = 12, 20
@@ -157,7 +157,7 @@ def test_incremental_rates_stay_exact_under_heavy_contention(seed: int) -> None:
     graph.add_edge("s0", "hub", capacity=float(rng.uniform(2, 6)), latency=0.01)
     graph.add_edge("s1", "hub", capacity=float(rng.uniform(2, 6)), latency=0.02)
     graph.add_edge("s2", "hub", capacity=math.inf, latency=0.0)
-    topology = Topology(graph, [f"s{i % 3}" for i in range(n)])
+    topology = LinkGraph(graph, [f"s{i % 3}" for i in range(n)])
     env = simpy.Environment()
     up = rng.choice([1.0, 2.0, 4.0, math.inf], n)
     down = rng.choice([1.0, 3.0, 8.0, math.inf], n)

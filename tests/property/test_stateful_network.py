@@ -1,12 +1,12 @@
 """Stateful churn on the ``network`` clock, for every registered protocol that runs there.
 
 A Hypothesis state machine builds a small real run (the engine of the network clock,
-:class:`sim.engines.BarrierEngine` or :class:`sim.engines.ContinuousEngine`: 4–16 peers
-on slow links, drawn parameters and rejoin rule) and starts the engine's own process
+:class:`sim.engine.barrier.BarrierEngine` or :class:`sim.engine.continuous.ContinuousEngine`:
+4–16 peers on slow links, drawn parameters and rejoin rule) and starts the engine's own process
 (barrier rounds, or the protocol's continuous-time process).
 Its rules advance SimPy time in small steps or event by event, and preempt and restore
 peers at arbitrary moments, through the callbacks the churn process calls
-(:meth:`sim.netclock.NetworkClock.preempt`, :meth:`sim.rejoin.NetworkRejoin.restore`):
+(:meth:`sim.engine.netclock.NetworkClock.preempt`, :meth:`sim.model.rejoin.NetworkRejoin.restore`):
 before a peer sends, mid-transfer, between a butterfly's reduce and its replies, during
 matchmaking, mid-fetch. After every step it checks
 
@@ -34,11 +34,11 @@ from hypothesis.stateful import (
 
 import protocols
 from protocols.contract import RoundPlan, State
-from sim.engines import BarrierEngine, ContinuousEngine, NetworkEngine, engine_class
-from sim.netclock import NetworkClock
+from sim.core.seeding import component_rng
+from sim.engine.netclock import NetworkClock
+from sim.engine.schedules import BarrierEngine, ContinuousEngine, NetworkEngine, engine_class
+from sim.model.rejoin import NetworkRejoin
 from sim.network.flows import BANDWIDTH, DONE, FAILED, LATENCY, Flow, FlowNetwork
-from sim.rejoin import NetworkRejoin
-from sim.seeding import component_rng
 from tests.property.test_stateful_invariants import Ledger, RoundRecord, arrays
 from tests.property.test_stateful_rounds import SETTINGS, build_run, pick
 from tests.strategies import stateful_scenarios

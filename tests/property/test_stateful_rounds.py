@@ -1,9 +1,9 @@
 """Stateful churn on the ``rounds`` clock, for every registered protocol.
 
-A Hypothesis state machine builds a small real run (:class:`sim.engines.RoundsEngine`:
+A Hypothesis state machine builds a small real run (:class:`sim.engine.rounds.RoundsEngine`:
 4–16 peers, drawn parameters, ``keep``/``reset``/``fetch`` rejoin), then preempts peers,
 restores them and runs rounds in any order; a round applies the rejoin rule to returning
-peers (:class:`sim.rejoin.Rejoin`) and calls the protocol, as the engine's rounds
+peers (:class:`sim.model.rejoin.Rejoin`) and calls the protocol, as the engine's rounds
 process does. After every step the protocol's invariants in force are checked
 (:class:`tests.property.test_stateful_invariants.Ledger`). The protocols come from
 ``protocols.REGISTRY``: a new protocol is tested here without editing this file.
@@ -30,8 +30,8 @@ from hypothesis.stateful import (
 
 import protocols
 import sim
-from sim.engines import Engine, RoundsEngine, engine_for
-from sim.errors import AvsimError
+from sim.core.errors import AvsimError
+from sim.engine.schedules import Engine, RoundsEngine, engine_for
 from tests.property.test_stateful_invariants import Ledger, RoundRecord, arrays
 from tests.strategies import stateful_scenarios
 

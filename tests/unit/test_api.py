@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 import sim
+from sim.core.errors import ResultExistsError, ScenarioError
 from sim.engine import run as engine_run
-from sim.errors import ResultExistsError, ScenarioError
 
 TINY: dict[str, Any] = {
     "name": "tiny",

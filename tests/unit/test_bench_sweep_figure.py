@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-import sim.sweeps.runner
+import sim.output.sweeps.runner
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {
@@ -35,7 +35,7 @@ def bench_module() -> ModuleType:
 
 def test_the_timed_sweep_draws_no_figure(monkeypatch: pytest.MonkeyPatch):
     drawn: list[Path] = []
-    monkeypatch.setattr(sim.sweeps.runner, "_write_figure", drawn.append)
+    monkeypatch.setattr(sim.output.sweeps.runner, "_write_figure", drawn.append)
     seconds = bench_module()._timed(TINY, workers=1)
     assert seconds > 0
     assert drawn == []

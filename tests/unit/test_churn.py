@@ -9,12 +9,12 @@ import pytest
 import simpy
 
 import sim
-from sim.churn import build_round_churn, build_schedule, churn_process
-from sim.churn.schedule import WavesSchedule
-from sim.errors import ScenarioError
-from sim.peers import resolve_peers
-from sim.scenario import scenario_from_mapping
-from sim.scenario.churn import (
+from sim.core.errors import ScenarioError
+from sim.model.churn import build_round_churn, build_schedule, churn_process
+from sim.model.churn.schedule import WavesSchedule
+from sim.model.peers import resolve_peers
+from sim.model.scenario import scenario_from_mapping
+from sim.model.scenario.churn import (
     BernoulliChurn,
     ExponentialChurn,
     NoChurn,

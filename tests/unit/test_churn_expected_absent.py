@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sim.churn.schedule import build_schedule
-from sim.scenario import scenario_from_mapping
+from sim.model.churn.schedule import build_schedule
+from sim.model.scenario import scenario_from_mapping
 
 N_PEERS = 200
 CLASSES = np.repeat([0, 1], [50, 150])

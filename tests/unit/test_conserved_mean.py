@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import sim
-import sim.engines
+import sim.engine.schedules
 from protocols.base import Protocol
-from sim.recorder import statistics
+from sim.engine.recorder import statistics
 
 
 def scenario(protocol: dict, clock: str, **extra):
@@ -43,7 +43,7 @@ def test_push_sum_drift_still_shows_the_wire_error(clock):
 
 
 def test_the_hook_gives_sum_x_over_sum_w_over_the_rows_asked():
-    run = sim.engines.engine_for(scenario({"name": "push_sum"}, "rounds"), 0)
+    run = sim.engine.schedules.engine_for(scenario({"name": "push_sum"}, "rounds"), 0)
     run.env.process(run.process(None))
     run.env.run()
     state, rows = run.state, np.array([1, 4, 9])
@@ -56,7 +56,9 @@ def test_the_hook_gives_sum_x_over_sum_w_over_the_rows_asked():
 
 
 def test_by_default_the_drift_is_that_of_the_mean_estimate():
-    run = sim.engines.engine_for(scenario({"name": "gossip", "topology": "ring"}, "rounds"), 0)
+    run = sim.engine.schedules.engine_for(
+        scenario({"name": "gossip", "topology": "ring"}, "rounds"), 0
+    )
     assert Protocol.conserved_mean is type(run.protocol).conserved_mean
     assert run.protocol.conserved_mean(run.state) is None
 

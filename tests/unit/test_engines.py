@@ -10,11 +10,17 @@ import pytest
 import protocols
 import sim
 import sim.engine
-import sim.engines
-import sim.engines.base
+import sim.engine.base
+import sim.engine.schedules
 from protocols.base import BarrierProtocol, ContinuousProtocol
-from sim.engines import BarrierEngine, ContinuousEngine, RoundsEngine, engine_class, engine_for
-from sim.errors import ScenarioError
+from sim.core.errors import ScenarioError
+from sim.engine.schedules import (
+    BarrierEngine,
+    ContinuousEngine,
+    RoundsEngine,
+    engine_class,
+    engine_for,
+)
 
 
 def scenario(name: str, clock: str, **overrides: Any) -> Any:
@@ -59,13 +65,13 @@ def test_each_engine_builds_only_what_its_schedule_uses():
                                              ("push_sum", "network")])  # fmt: skip
 def test_the_churn_schedule_is_built_once_per_run(monkeypatch, name, clock):
     built = []
-    build = sim.engines.base.build_schedule
+    build = sim.engine.base.build_schedule
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         built.append(args)
         return build(*args, **kwargs)
 
-    monkeypatch.setattr(sim.engines.base, "build_schedule", counting)
+    monkeypatch.setattr(sim.engine.base, "build_schedule", counting)
     result = sim.engine.run(scenario(name, clock))
     assert result.summary["rounds"] == 3
     assert len(built) == 1
@@ -84,7 +90,7 @@ def test_a_new_schedule_plugs_in_as_another_engine(monkeypatch):
             seen.append(self.rounds)
             super().report(progress)
 
-    monkeypatch.setattr(sim.engines, "ENGINES", (Traced, *sim.engines.ENGINES))
+    monkeypatch.setattr(sim.engine.schedules, "ENGINES", (Traced, *sim.engine.schedules.ENGINES))
     assert sim.engine.run(scenario("sgp", "rounds")).summary["rounds"] == 3
     assert seen == [1, 2, 3]
     sim.engine.run(scenario("gossip", "rounds"))

@@ -21,7 +21,7 @@ import sim
 from sim.cli.app import user_errors
 from sim.cli.signals import Interrupted, interrupt_in
 from sim.engine import run
-from sim.observe.observer import POLL_EVENTS
+from sim.engine.observe.observer import POLL_EVENTS
 
 MAX_TIME_S = 2000.0
 #: A continuous protocol with churn, sampled only at the start and at max_time.

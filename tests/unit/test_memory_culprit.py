@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import sim
-from sim.resources import ResourceError, check_memory, culprit, memory_limit
+from sim.engine.resources import ResourceError, check_memory, culprit, memory_limit
 
 NETWORK: dict[str, Any] = {
     "name": "culprit",

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sim.cli import app
-from sim.errors import ScenarioError
-from sim.scenario import scenario_from_mapping
+from sim.core.errors import ScenarioError
+from sim.model.scenario import scenario_from_mapping
 
 BASE: dict[str, Any] = {
     "peers": {"count": 4},

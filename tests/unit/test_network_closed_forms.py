@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import simpy
 
-from sim.errors import AvsimError
-from sim.network import FlowFailed, FlowNetwork, NetworkError, Topology, transfer_times
+from sim.core.errors import AvsimError
+from sim.network import FlowFailed, FlowNetwork, LinkGraph, NetworkError, transfer_times
 
 REL = 1e-12
 MB = 1e6
@@ -205,7 +205,7 @@ def test_shared_links_limit_flows_across_them() -> None:
     graph = nx.Graph()
     graph.add_edge("a", "core", capacity=MB, latency=0.01)
     graph.add_edge("b", "core", capacity=math.inf, latency=0.02)
-    topo = Topology(graph, ["a", "a", "b", "b", "a"])
+    topo = LinkGraph(graph, ["a", "a", "b", "b", "a"])
     hosts = [(10 * MB, 10 * MB)] * 5
     transfers = [(0, 2, MB, 0.0), (1, 3, MB, 0.0), (4, 1, MB, 0.0), (2, 0, MB, 0.0)]
     finish = transfer_times(hosts, 0.1, transfers, links=topo)
@@ -216,7 +216,7 @@ def test_shared_links_limit_flows_across_them() -> None:
 
 def test_a_half_duplex_link_is_shared_by_both_directions() -> None:
     graph = nx.Graph([("a", "b", {"capacity": MB})])
-    topo = Topology(graph, ["a", "b"], duplex="half")
+    topo = LinkGraph(graph, ["a", "b"], duplex="half")
     finish = transfer_times(
         [(10 * MB, 10 * MB)] * 2, 0.0, [(0, 1, MB, 0.0), (1, 0, MB, 0.0)], links=topo
     )
@@ -228,7 +228,7 @@ def test_routes_follow_the_shortest_path_by_latency() -> None:
     graph.add_edge("a", "b", capacity=0.5 * MB, latency=0.5)
     graph.add_edge("a", "c", capacity=4 * MB, latency=0.1)
     graph.add_edge("c", "b", capacity=2 * MB, latency=0.1)
-    topo = Topology(graph, {0: "a", 1: "b"})
+    topo = LinkGraph(graph, {0: "a", 1: "b"})
     finish = transfer_times([(10 * MB, 10 * MB)] * 2, 0.0, [(0, 1, MB, 0.0)], links=topo)
     assert finish == [approx(0.2 + 0.5)]
 
@@ -237,7 +237,7 @@ def test_unreachable_peers_are_an_error() -> None:
     graph = nx.Graph()
     graph.add_nodes_from(["a", "b"])
     with pytest.raises(NetworkError, match="path"):
-        transfer_times([(MB, MB)] * 2, 0.0, [(0, 1, MB, 0.0)], links=Topology(graph, ["a", "b"]))
+        transfer_times([(MB, MB)] * 2, 0.0, [(0, 1, MB, 0.0)], links=LinkGraph(graph, ["a", "b"]))
 
 
 # -- determinism and errors -------------------------------------------------------------

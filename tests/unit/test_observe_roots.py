@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from sim.observe.roots import first_crossing, first_crossing_at, time_of
+from sim.engine.observe.roots import first_crossing, first_crossing_at, time_of
 
 
 def dense_first(alpha, beta, gamma, level, u_hi, u_lo, steps=200_001):

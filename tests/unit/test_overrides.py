@@ -7,10 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sim.cli import app
-from sim.errors import ScenarioError
-from sim.scenario import Replace, apply_overrides, parse_set_options, scenario_from_mapping
-from sim.sweeps import load_sweep
-from sim.sweeps.plan import expand
+from sim.core.errors import ScenarioError
+from sim.model.scenario import Replace, apply_overrides, parse_set_options, scenario_from_mapping
+from sim.output.sweeps import load_sweep
+from sim.output.sweeps.plan import expand
 
 BASE = {
     "name": "t",

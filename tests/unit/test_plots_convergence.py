@@ -1,6 +1,6 @@
 """convergence.png: which panels a figure has, their x labels, and var_alive under churn.
 
-Panels follow the run's facts (:class:`sim.plots.FigureContext`): the rounds clock has no
+Panels follow the run's facts (:class:`sim.output.plots.FigureContext`): the rounds clock has no
 seconds panel (it would repeat the rounds), continuous-time protocols are labelled in
 simulated time, and every figure has a bytes panel.
 """
@@ -14,7 +14,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import sim
-from sim.plots import FigureContext, convergence_figure, panels, scenario_figure
+from sim.output.plots import FigureContext, convergence_figure, panels, scenario_figure
 
 BASE: dict[str, Any] = {
     "name": "tiny",

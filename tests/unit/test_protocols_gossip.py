@@ -8,7 +8,7 @@ import pytest
 
 from protocols.contract import Context, State
 from protocols.gossip import Gossip, GossipParams, column_excess, gossip_weights
-from protocols.topology import neighbour_table
+from protocols.graphs import neighbour_table
 
 
 def build(n: int, dim: int = 1, **params) -> tuple[Gossip, State]:

@@ -9,7 +9,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 import protocols
-from sim.errors import ScenarioError
+from sim.core.errors import ScenarioError
 
 
 def test_registry_names_are_module_names_and_params_names():

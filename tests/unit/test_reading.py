@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sim.cli import app
-from sim.errors import ScenarioError
-from sim.scenario import Replace, load_scenario, read_yaml, reading
-from sim.sweeps import load_sweep
+from sim.core.errors import ScenarioError
+from sim.model.scenario import Replace, load_scenario, read_yaml, reading
+from sim.output.sweeps import load_sweep
 
 TINY = "name: tiny\npeers: {count: 8}\nprotocol: {name: random_groups, group_size: 4}\n"
 

@@ -13,10 +13,10 @@ import simpy
 
 import sim
 from protocols.contract import State
-from sim.netclock import NetworkClock
+from sim.core.seeding import component_rng
+from sim.engine.netclock import NetworkClock
+from sim.model.rejoin import NetworkRejoin
 from sim.network import FlowNetwork
-from sim.rejoin import NetworkRejoin
-from sim.seeding import component_rng
 
 N, DIM = 3, 8
 RATE = 64.0  # bytes/s: a vector of 8 float64 takes 1 s to download

@@ -1,4 +1,4 @@
-"""Resource guards (sim.resources, sim.workload): refuse a run that cannot fit before
+"""Resource guards (sim.engine.resources, sim.engine.workload): refuse a run that cannot fit before
 allocating anything, name the key that drives it, take the limit from --max-memory or
 the environment, count a network-clock run's flows, describe an out-of-memory."""
 
@@ -13,11 +13,12 @@ import pytest
 import protocols
 import protocols.moshpit
 import sim
-import sim.engines.base
-from sim import engine, resources, workload
-from sim.errors import AvsimError
-from sim.resources import ResourceError, estimate_memory, memory_limit, memory_parts
-from sim.workload import SlowRunWarning, estimate_events
+import sim.engine.base
+from sim import engine
+from sim.core.errors import AvsimError
+from sim.engine import resources, workload
+from sim.engine.resources import ResourceError, estimate_memory, memory_limit, memory_parts
+from sim.engine.workload import SlowRunWarning, estimate_events
 
 BASE: dict[str, Any] = {
     "name": "guard",
@@ -189,7 +190,7 @@ def test_an_out_of_memory_while_drawing_names_the_state(monkeypatch: pytest.Monk
     def failing(*args: Any) -> Any:
         raise MemoryError
 
-    monkeypatch.setattr(sim.engines.base, "initial_vectors", failing)
+    monkeypatch.setattr(sim.engine.base, "initial_vectors", failing)
     with pytest.raises(MemoryError) as raised:
         engine.run(scenario())
     assert resources.out_of_memory_while(raised.value) == "building the state"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sim.results import atomic_write_text, write_parquet
+from sim.output.run_folder import atomic_write_text, write_parquet
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path: Path):
         tmp.write_text("half")
         raise RuntimeError("disk full")
 
-    from sim.results import atomic_write
+    from sim.output.run_folder import atomic_write
 
     with pytest.raises(RuntimeError, match="disk full"):
         atomic_write(tmp_path / "summary.json", fail)

@@ -1,5 +1,7 @@
-"""Result folders are written whole or not at all (sim.folders, sim.results.write_result):
-an interrupted write leaves no folder (or the previous one) and no temporary folder."""
+"""Result folders are written whole or not at all.
+
+sim.output.atomic, sim.output.run_folder.write_result: an interrupted write leaves no folder
+(or the previous one) and no temporary folder."""
 
 from __future__ import annotations
 
@@ -12,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import sim.folders
-import sim.results
-from sim.folders import staged_folder
-from sim.result import RunResult
-from sim.results import write_result
+import sim.output.atomic
+import sim.output.run_folder
+from sim.engine.result import RunResult
+from sim.output.atomic import staged_folder
+from sim.output.run_folder import write_result
 
 
 def fake_result(seed: int) -> RunResult:
@@ -39,7 +41,7 @@ def interrupt_the_figure(monkeypatch: pytest.MonkeyPatch) -> None:
         path.write_bytes(b"half a png")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sim.results, "_write_figure", interrupted)
+    monkeypatch.setattr(sim.output.run_folder, "_write_figure", interrupted)
 
 
 def test_an_interrupted_write_leaves_no_folder_and_no_temporary(
@@ -71,11 +73,11 @@ def test_a_failure_between_the_two_renames_puts_the_old_folder_back(
     real_rename = os.rename
 
     def refuse_new(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        if str(src).endswith(sim.folders.STAGING_SUFFIX):
+        if str(src).endswith(sim.output.atomic.STAGING_SUFFIX):
             raise KeyboardInterrupt  # after the old folder was moved aside
         real_rename(src, dst)
 
-    monkeypatch.setattr(sim.folders.os, "rename", refuse_new)
+    monkeypatch.setattr(sim.output.atomic.os, "rename", refuse_new)
     with pytest.raises(KeyboardInterrupt):
         write_result(fake_result(7), folder, force=True)
     assert [p.name for p in tmp_path.iterdir()] == ["out"]

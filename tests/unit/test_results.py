@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 import sim
-from sim.errors import ResultExistsError
-from sim.result import RunResult
-from sim.results import atomic_write, atomic_write_text, summarize_runs, write_result
+from sim.core.errors import ResultExistsError
+from sim.engine.result import RunResult
+from sim.output.run_folder import atomic_write, atomic_write_text, summarize_runs, write_result
 
 TINY = {
     "name": "tiny",

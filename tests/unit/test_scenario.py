@@ -7,9 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from sim.errors import ScenarioError
-from sim.peers import largest_remainder, resolve_peers
-from sim.scenario import apply_overrides, json_schema, parse_set_options, scenario_from_mapping
+from sim.core.errors import ScenarioError
+from sim.model.peers import largest_remainder, resolve_peers
+from sim.model.scenario import (
+    apply_overrides,
+    json_schema,
+    parse_set_options,
+    scenario_from_mapping,
+)
 
 BASE = {"name": "t", "protocol": {"name": "random_groups", "group_size": 4}}
 

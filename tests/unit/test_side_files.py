@@ -11,12 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from protocols.gossip import GossipParams
-from protocols.topology import EdgeListError, build_graph, read_edge_list
-from sim.churn import load_trace
+from protocols.graphs import EdgeListError, build_graph, read_edge_list
 from sim.cli import app
-from sim.errors import ScenarioError
-from sim.scenario.models import Vector
-from sim.vectors import initial_vectors
+from sim.core.errors import ScenarioError
+from sim.model.churn import load_trace
+from sim.model.scenario.models import Vector
+from sim.model.vectors import initial_vectors
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import yaml
 
 import sim
 import sim.engine
-from sim.errors import ScenarioError
-from sim.results import write_result
+from sim.core.errors import ScenarioError
+from sim.output.run_folder import write_result
 
 GOSSIP = {"name": "gossip", "topology": "ring"}
 

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 import sim
-from sim.errors import AvsimError, ResultExistsError, ScenarioError
-from sim.sweeps import sweep, sweep_from_mapping
-from sim.sweeps.plan import case_label, expand
-from sim.sweeps.spec import load_sweep
-from sim.sweeps.table import markdown, mean_cell, sweep_table
+from sim.core.errors import AvsimError, ResultExistsError, ScenarioError
+from sim.output.sweeps import sweep, sweep_from_mapping
+from sim.output.sweeps.plan import case_label, expand
+from sim.output.sweeps.spec import load_sweep
+from sim.output.sweeps.table import markdown, mean_cell, sweep_table
 
 BASE: dict[str, Any] = {
     "name": "tiny",
@@ -243,7 +243,7 @@ def test_runs_on_a_dask_local_cluster_equal_the_local_runs(tmp_path: Path):
     )
     drop = ["wall_time_s"]
     pd.testing.assert_frame_equal(local.runs.drop(columns=drop), dask.runs.drop(columns=drop))
-    from sim.sweeps import executors
+    from sim.output.sweeps import executors
 
     address = executors.local_cluster(2)  # the cluster of the sweep above, kept
     again = sweep(
@@ -256,7 +256,7 @@ def test_runs_on_a_dask_local_cluster_equal_the_local_runs(tmp_path: Path):
 
 def test_an_unreachable_dask_scheduler_is_a_one_line_error(tmp_path: Path, monkeypatch):
     pytest.importorskip("dask.distributed")
-    from sim.sweeps import executors
+    from sim.output.sweeps import executors
 
     monkeypatch.setattr(executors, "DASK_CONNECT_TIMEOUT", "1s")
     with pytest.raises(AvsimError, match="--scheduler"):

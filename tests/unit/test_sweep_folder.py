@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 import sim
-from sim.errors import AvsimError
-from sim.sweeps import sweep
+from sim.core.errors import AvsimError
+from sim.output.sweeps import sweep
 
 BASE: dict[str, Any] = {
     "name": "tiny",
@@ -51,7 +51,7 @@ def test_metrics_parquet_holds_every_runs_rows_tagged_like_runs_parquet(tmp_path
             BASE,
             {
                 "protocol": {"name": "all_reduce"},
-                "churn": sim.scenario.Replace({"model": "bernoulli", "p": 0.2}),
+                "churn": sim.model.scenario.Replace({"model": "bernoulli", "p": 0.2}),
             },
         ),
         seed=1,
@@ -127,7 +127,7 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_uninterrupted_result(tmp_pat
 
 
 def test_the_journal_gives_back_each_runs_rows_exactly_and_skips_a_torn_line(tmp_path: Path):
-    from sim.sweeps.journal import Journal
+    from sim.output.sweeps.journal import Journal
 
     frame = sim.run(sim.scenario_from_mapping(BASE), seed=0).metrics
     frame.loc[1, "var"] = float("nan")

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from sim.errors import ScenarioError
-from sim.sweeps import sweep_from_mapping
-from sim.sweeps.labels import case_label, case_labels, cell_text, run_dir_names, show
-from sim.sweeps.plan import expand
+from sim.core.errors import ScenarioError
+from sim.output.sweeps import sweep_from_mapping
+from sim.output.sweeps.labels import case_label, case_labels, cell_text, run_dir_names, show
+from sim.output.sweeps.plan import expand
 
 BASE: dict[str, Any] = {
     "name": "tiny",

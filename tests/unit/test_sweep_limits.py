@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from sim.errors import ScenarioError
-from sim.sweeps import plan, sweep_from_mapping
-from sim.sweeps.plan import MAX_RUNS, expand
+from sim.core.errors import ScenarioError
+from sim.output.sweeps import plan, sweep_from_mapping
+from sim.output.sweeps.plan import MAX_RUNS, expand
 
 AVSIM = Path(sys.executable).with_name("avsim")
 BASE: dict[str, Any] = {

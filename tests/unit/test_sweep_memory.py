@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import sim.sweeps.runner
+import sim.output.sweeps.runner
 from sim.cli import app
-from sim.errors import AvsimError
-from sim.resources import LIMIT_ENV, ResourceError, memory_limit
-from sim.sweeps import sweep
-from sim.sweeps.executors import Task, run_task
+from sim.core.errors import AvsimError
+from sim.engine.resources import LIMIT_ENV, ResourceError, memory_limit
+from sim.output.sweeps import sweep
+from sim.output.sweeps.executors import Task, run_task
 
 BASE: dict[str, Any] = {
     "name": "tiny",
@@ -34,13 +34,13 @@ HUGE_GRID: dict[str, Any] = {**SPEC, "grid": {"peers.count": [8, 10**9]}}
 def tasks(monkeypatch: pytest.MonkeyPatch) -> list[Task]:
     """The tasks the sweep hands to its executor (which still runs them)."""
     seen: list[Task] = []
-    execute = sim.sweeps.runner.execute
+    execute = sim.output.sweeps.runner.execute
 
     def recording(todo: Sequence[Task], *args: Any) -> Iterator[Any]:
         seen.extend(todo)
         return execute(todo, *args)
 
-    monkeypatch.setattr(sim.sweeps.runner, "execute", recording)
+    monkeypatch.setattr(sim.output.sweeps.runner, "execute", recording)
     return seen
 
 

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 import sim
 from sim.cli import app
-from sim.errors import ScenarioError
-from sim.sweeps import sweep, sweep_from_mapping
-from sim.sweeps.plan import expand
+from sim.core.errors import ScenarioError
+from sim.output.sweeps import sweep, sweep_from_mapping
+from sim.output.sweeps.plan import expand
 
 BASE: dict[str, Any] = {
     "name": "tiny",

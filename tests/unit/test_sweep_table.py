@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sim.cli import app
-from sim.errors import ScenarioError
-from sim.sweeps import sweep, sweep_from_mapping
-from sim.sweeps.table import spread_cell, sweep_table
+from sim.core.errors import ScenarioError
+from sim.output.sweeps import sweep, sweep_from_mapping
+from sim.output.sweeps.table import spread_cell, sweep_table
 
 BASE: dict[str, Any] = {
     "name": "tiny",

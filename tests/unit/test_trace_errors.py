@@ -7,10 +7,10 @@ import pickle
 import numpy as np
 import pytest
 
-from sim.churn import build_schedule, load_trace
-from sim.churn.trace import TraceError
-from sim.errors import ScenarioError
-from sim.scenario.churn import TraceChurn
+from sim.core.errors import ScenarioError
+from sim.model.churn import build_schedule, load_trace
+from sim.model.churn.trace import TraceError
+from sim.model.scenario.churn import TraceChurn
 
 HEADER = "peer,down_s,up_s\n"
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from sim import units
+from sim.core import units
 
 
 @pytest.mark.parametrize(

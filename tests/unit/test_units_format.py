@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sim.units import format_bandwidth, format_duration, parse_bandwidth, parse_duration
+from sim.core.units import format_bandwidth, format_duration, parse_bandwidth, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from sim import units
-from sim.errors import ScenarioError
-from sim.scenario import scenario_from_mapping
+from sim.core import units
+from sim.core.errors import ScenarioError
+from sim.model.scenario import scenario_from_mapping
 
 BASE = {"name": "t", "peers": {"count": 8}, "protocol": {"name": "random_groups"}}
 
@@ -169,7 +169,7 @@ def test_values_that_make_no_sense_are_refused_naming_the_key(overrides, key):
 
 
 def test_the_json_schema_accepts_unit_strings_for_rates_and_fractions():
-    from sim.scenario import json_schema
+    from sim.model.scenario import json_schema
 
     defs = json_schema()["$defs"]
     assert {"type": "string"} in defs["WavesChurn"]["properties"]["rate"]["anyOf"]

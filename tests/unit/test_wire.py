@@ -13,7 +13,7 @@ from protocols._moshpit_net import Matched, plan_groups
 from protocols.all_reduce import AllReduce, AllReduceParams
 from protocols.base import Context
 from protocols.gossip import Gossip, GossipParams
-from sim.errors import ScenarioError
+from sim.core.errors import ScenarioError
 from sim.kernels import Groups
 from sim.kernels.compression import (
     IDENTITY,
@@ -30,7 +30,7 @@ from sim.kernels.compression import (
     wire_for,
 )
 from sim.kernels.pairwise import exchange_differences, move_pairs
-from sim.scenario.loader import scenario_from_mapping
+from sim.model.scenario.loader import scenario_from_mapping
 
 LOSSY = [wire for wire in WIRES.values() if not wire.exact]
 

@@ -1,0 +1,200 @@
+"""Communication graphs for the gossip family, built with networkx from seeded draws.
+
+Topologies (``topology:`` in a protocol's parameters), on peers 0 … N−1:
+
+| name | graph |
+| --- | --- |
+| ``ring`` | cycle i — i+1 (mod N) |
+| ``torus`` | periodic 2-D grid a×b, a·b = N, a the largest divisor ≤ √N (prime N: ring) |
+| ``complete`` | every pair |
+| ``random_regular`` | uniform random ``degree``-regular graph (N·degree even, degree < N) |
+| ``exponential`` | i — i+2^k (mod N) for k = 0 … ⌊log₂(N−1)⌋ (undirected) |
+| ``erdos_renyi`` | G(N, p): each pair independently with probability ``p`` (may be disconnected) |
+| ``file`` | an edge list ``u v`` per line (``#`` comments; extra columns ignored), peers 0 … N−1 |
+
+A bad edge-list file is one :class:`EdgeListError` naming ``protocol.file``, the line and
+the value (a line with one field, a peer out of range or not an integer, bytes that are
+not UTF-8).
+
+Graphs are simple: self-loops and repeated edges are dropped, and every peer is a node
+(isolated peers just never mix). Random graphs draw one integer seed from the
+protocol's generator and hand it to networkx, so they are reproducible per run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import networkx as nx
+import numpy as np
+from pydantic import Field, model_validator
+
+from protocols._common import Probability
+from protocols.base import ProtocolParams
+from sim.core.errors import ScenarioError
+
+TopologyName = Literal[
+    "ring", "torus", "complete", "random_regular", "exponential", "erdos_renyi", "file"
+]
+
+
+class TopologyParams(ProtocolParams):
+    """The topology fields shared by graph-based protocols (subclasses add ``name``)."""
+
+    topology: TopologyName = "ring"
+    degree: int = Field(default=4, ge=1, description="degree of random_regular")
+    p: Probability = Field(
+        default=0.1, gt=0, le=1, description="edge probability of erdos_renyi (e.g. 10%)"
+    )
+    file: str | None = Field(default=None, description="edge-list path for topology: file")
+
+    @model_validator(mode="after")
+    def _file_given(self) -> TopologyParams:
+        if self.topology == "file" and not self.file:
+            raise ValueError("topology 'file' needs 'file': the path of an edge list")
+        return self
+
+
+def build_graph(params: TopologyParams, n_peers: int, rng: np.random.Generator) -> nx.Graph:
+    """The simple undirected graph ``params`` describes, on nodes 0 … n_peers−1."""
+    builder = _BUILDERS[params.topology]
+    graph = nx.Graph(builder(params, n_peers, rng))
+    graph.remove_edges_from(list(nx.selfloop_edges(graph)))
+    graph.add_nodes_from(range(n_peers))
+    return graph
+
+
+def neighbour_table(graph: nx.Graph, n_peers: int) -> tuple[np.ndarray, np.ndarray]:
+    """The graph as a padded neighbour table (ELL form).
+
+    Returns
+    -------
+    neighbours
+        (n_peers, K) intp, K the largest degree: row i lists i's neighbours in
+        increasing order, padded with i itself.
+    valid
+        (n_peers, K) bool, true on real neighbours.
+    """
+    edges = np.array(list(graph.edges()), dtype=np.intp).reshape(-1, 2)
+    edges = edges[edges[:, 0] != edges[:, 1]]
+    src = np.concatenate((edges[:, 0], edges[:, 1]))
+    dst = np.concatenate((edges[:, 1], edges[:, 0]))
+    by_src = np.lexsort((dst, src))
+    src, dst = src[by_src], dst[by_src]
+    degree = np.bincount(src, minlength=n_peers)
+    width = int(degree.max()) if n_peers else 0
+    slot = np.arange(src.size) - np.repeat(np.cumsum(degree) - degree, degree)
+    neighbours = np.repeat(np.arange(n_peers, dtype=np.intp)[:, None], width, axis=1)
+    valid = np.zeros((n_peers, width), dtype=bool)
+    neighbours[src, slot] = dst
+    valid[src, slot] = True
+    return neighbours, valid
+
+
+def _seed(rng: np.random.Generator) -> int:
+    return int(rng.integers(2**32))
+
+
+def _ring(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
+    return nx.cycle_graph(n)
+
+
+def _torus(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
+    rows = max(a for a in range(1, int(np.sqrt(n)) + 1) if n % a == 0) if n else 1
+    cols = n // rows if n else 0
+    grid = nx.grid_2d_graph(rows, cols, periodic=True)
+    return nx.relabel_nodes(grid, {(r, c): r * cols + c for r, c in grid.nodes})
+
+
+def _complete(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
+    return nx.complete_graph(n)
+
+
+def _random_regular(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
+    if params.degree >= n or (n * params.degree) % 2:
+        raise ScenarioError(
+            "protocol.degree",
+            params.degree,
+            f"a degree below peers.count ({n}) with peers.count × degree even",
+        )
+    return nx.random_regular_graph(params.degree, n, seed=_seed(rng))
+
+
+def _exponential(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
+    graph = nx.empty_graph(n)
+    if n >= 2:
+        peers = np.arange(n)
+        for k in range((n - 1).bit_length()):
+            graph.add_edges_from(zip(peers.tolist(), ((peers + 2**k) % n).tolist(), strict=True))
+    return graph
+
+
+def _erdos_renyi(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
+    return nx.gnp_random_graph(n, params.p, seed=_seed(rng))
+
+
+class EdgeListError(ScenarioError):
+    """An edge-list file that cannot be read: names ``protocol.file``, the line, the value."""
+
+    def __init__(self, path: Path, line: int | None, expected: str, got: str) -> None:
+        super().__init__("protocol.file", got, expected)
+        where = str(path) if line is None else f"{path} line {line}"
+        self.args = (f"protocol.file: {where}: expected {expected}, got {got}",)
+
+
+def read_edge_list(path: Path, n: int) -> list[tuple[int, int]]:
+    """The edges ``u v`` of an edge-list file, in file order, on peers 0 … n−1.
+
+    One edge per line: two integers, then anything (ignored); ``#`` starts a comment;
+    blank lines are skipped.
+
+    Raises
+    ------
+    EdgeListError
+        On an unreadable or non-UTF-8 file, or the first line that is not an edge of
+        two peers in range (naming the line).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EdgeListError(path, None, "a readable edge-list file", exc.strerror or "") from None
+    except UnicodeDecodeError:
+        raise EdgeListError(path, None, "UTF-8 text", "bytes that are not UTF-8") from None
+    edges: list[tuple[int, int]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) < 2:
+            raise EdgeListError(path, number, "an edge 'u v' (two peers)", repr(line.strip()))
+        ends = [_peer(path, number, field, n) for field in fields[:2]]
+        edges.append((ends[0], ends[1]))
+    return edges
+
+
+def _peer(path: Path, line: int, field: str, n: int) -> int:
+    try:
+        peer = int(field)
+    except ValueError:
+        peer = -1
+    if not (field.isascii() and 0 <= peer < n):
+        raise EdgeListError(path, line, f"peers in 0 … {n - 1}", repr(field))
+    return peer
+
+
+def _from_file(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
+    graph = nx.Graph()
+    graph.add_edges_from(read_edge_list(Path(str(params.file)), n))
+    return graph
+
+
+_BUILDERS = {
+    "ring": _ring,
+    "torus": _torus,
+    "complete": _complete,
+    "random_regular": _random_regular,
+    "exponential": _exponential,
+    "erdos_renyi": _erdos_renyi,
+    "file": _from_file,
+}

@@ -1,0 +1,1 @@
+"""The foundation: units, seeding, errors, the array backend."""

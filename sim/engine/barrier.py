@@ -1,0 +1,48 @@
+"""Barrier rounds on the ``network`` clock: each round's messages are flows.
+
+Each round the protocol plans the round once (:meth:`protocols.base.BarrierProtocol.plan`)
+among the peers present when it starts; the clock sends its flows
+(:meth:`sim.engine.netclock.NetworkClock.transmit`) and, once every flow has ended, the plan's
+``finish`` does the round's arithmetic without the peers lost meanwhile. A round may
+ask for a pause before the next (``RoundStats.wait_s``: a ring all-reduce's restart
+delay, a Moshpit round that formed no group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import simpy
+
+from protocols.base import BarrierProtocol
+from sim.engine.base import Progress
+from sim.engine.network import NetworkEngine
+
+
+class BarrierEngine(NetworkEngine):
+    """Barrier rounds of flows until a stop rule fires; ``rounds`` counts them."""
+
+    protocol_type = BarrierProtocol
+
+    def process(self, progress: Progress | None) -> Generator[simpy.Event, Any, None]:
+        """Plan a round, send its flows, finish it; measure; again."""
+        clock = self.network_clock()
+        protocol = self.protocol
+        assert isinstance(protocol, BarrierProtocol)
+        yield self.env.timeout(0)  # let the churn process apply its time-0 step first
+        done = self.observe(clock.present, first=True)
+        while not done:
+            plan = protocol.plan(clock.present.copy(), self.rounds)
+            yield from clock.transmit(plan)
+            stats = plan.finish(self.state, clock.lost)
+            self.rounds += 1
+            self.update_counters()
+            done = self.observe(clock.present)
+            self.report(progress)
+            if stats.wait_s > 0 and not done:
+                yield self.env.timeout(stats.wait_s)
+
+    def update_counters(self) -> None:
+        """Bytes the flow network moved; messages the clock sent (refused ones count)."""
+        self.bytes_sent, self.messages = self.clock.net.bytes_sent_total, self.clock.messages

@@ -1,0 +1,106 @@
+"""What the ``network`` clock's engines share: the flow network, the clock, churn in time.
+
+Time is simulated seconds. When the run's process starts it builds the flow network of
+the peers (:class:`~sim.network.FlowNetwork`, links from ``network``), the clock that
+tracks who is present and who was lost (:class:`~sim.engine.netclock.NetworkClock`) and starts
+churn as a SimPy process whose preemptions, returns (``fetch`` is a real download) and
+joins go through the exact-target tracker (:mod:`sim.engine.observe.wiring`). The run ends at
+a stop rule, at ``stop.max_time`` or when the observer halts it between samples (a
+target crossed, a NaN); :meth:`NetworkEngine.finish` then records the final state.
+Traffic is the flow network's own count; per-peer bytes land in the ``traffic`` table.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+
+import numpy as np
+import pandas as pd
+
+from sim.core.seeding import component_rng
+from sim.engine.base import Engine, Progress
+from sim.engine.netclock import NetworkClock
+from sim.engine.observe.wiring import WatchedRejoin, watched_churn
+from sim.model.scenario.models import Scenario
+from sim.model.sites import routes_of
+from sim.network import FlowNetwork
+
+
+class NetworkEngine(Engine):
+    """Base of the network clock's engines (barrier rounds, continuous time).
+
+    A subclass implements :meth:`~sim.engine.base.Engine.process`, which starts with
+    :meth:`network_clock`, and :meth:`update_counters`; it may override :meth:`sync`
+    (bring the state to now before a measurement; default nothing).
+    """
+
+    scenario_clock = "network"
+
+    def __init__(
+        self, scenario: Scenario, seed: int, interrupt: threading.Event | None = None
+    ) -> None:
+        super().__init__(scenario, seed, interrupt)
+        #: Built once, consumed by the churn process from the run's start.
+        self.churn_schedule = self.schedule()
+
+    def network_clock(self) -> NetworkClock:
+        """The flow network of the run's peers and the clock over it; starts churn.
+        Called once, by the run's process when it starts."""
+        table = self.peers
+        network = self.scenario.network
+        net = FlowNetwork(
+            self.env,
+            table["upload_bytes_per_s"].to_numpy(),
+            table["download_bytes_per_s"].to_numpy(),
+            table["latency_s"].to_numpy(),
+            sharing=network.sharing,
+            links=routes_of(network, self.scenario.peers, table["class"].to_numpy()),
+        )
+        clock = NetworkClock(self.env, net, self.exists.copy(), table["delay_s"].to_numpy())
+        self.present = clock.present
+        rng = component_rng(self.seed, "rejoin")
+        rejoin = WatchedRejoin(self.tracker, self.scenario, rng, clock, self.state)
+        churn = watched_churn(
+            self.env, self.churn_schedule, clock, rejoin, self.membership, self.tracker
+        )
+        self.env.process(churn)
+        self.clock = clock
+        return clock
+
+    def membership(self, joined: np.ndarray, left: np.ndarray) -> None:
+        """Churn callback: peers start or stop existing."""
+        self.exists[joined] = True
+        self.exists[left] = False
+
+    def simulate(self, progress: Progress | None = None) -> None:
+        """Run until a stop rule, ``stop.max_time`` or a halt between samples, then
+        :meth:`finish`."""
+        env = self.env
+        ends = [env.process(self.process(progress)), self.observer.halt_event(env)]
+        max_time = self.scenario.stop.max_time
+        env.run(until=env.any_of(ends if max_time is None else [*ends, env.timeout(max_time)]))
+        self.finish()
+
+    @abstractmethod
+    def update_counters(self) -> None:
+        """Bring ``bytes_sent`` and ``messages`` (and ``rounds`` where it counts time) up
+        to date from the flow network."""
+
+    def sync(self) -> None:
+        """Bring the state to now before a measurement (default: nothing to do)."""
+
+    def finish(self) -> None:
+        """After ``max_time`` or the observer (a target crossed, a NaN) cut a run short:
+        bring the traffic counters up to date and record the final state."""
+        self.update_counters()
+        self.sync()
+        if self.recorder.rows[-1][2] != float(self.env.now):
+            self.observe(self.clock.present, first=True)
+        self.observer.decide(self.rounds, float(self.env.now))
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """``traffic``: per-peer bytes out and in over the run (partial flows count)."""
+        net = self.clock.net
+        traffic = {"peer": np.arange(net.n), "bytes_out": net.bytes_out, "bytes_in": net.bytes_in}
+        return {"traffic": pd.DataFrame(traffic)}

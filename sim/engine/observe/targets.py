@@ -1,0 +1,121 @@
+"""Variance thresholds and the first time each was crossed, on ``var`` and ``var_alive``.
+
+A run times the stop target (``stop.target_var`` on ``stop.target_on``) and every
+``metrics.targets`` value on both metrics. A threshold θ is crossed at the first instant
+the metric is below θ; a smaller threshold is never crossed before a larger one, so each
+metric's pending thresholds are checked largest first.
+
+Summary fields (:meth:`Targets.fields`): ``rounds_to_target`` and ``time_to_target_s``
+for the stop target; ``rounds_to_<t>``, ``time_to_<t>_s`` (``var``) and
+``rounds_to_<t>_alive``, ``time_to_<t>_alive_s`` (``var_alive``) for each
+``metrics.targets`` value, ``<t>`` as :func:`target_label` writes it (``1e-04``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sim.model.scenario.models import Scenario
+
+#: The metrics a threshold can be on, and the suffix of their summary fields.
+METRICS = {"var": "", "var_alive": "_alive"}
+
+
+def target_label(target: float) -> str:
+    """The suffix naming a variance target in summary fields: ``1e-04``."""
+    return f"{target:.0e}"
+
+
+def target_fields(scenario: Scenario) -> list[str]:
+    """The summary fields the scenario's ``metrics.targets`` add (both metrics)."""
+    fields = []
+    for target in scenario.metrics.targets:
+        label = target_label(target)
+        for suffix in METRICS.values():
+            fields += [f"rounds_to_{label}{suffix}", f"time_to_{label}{suffix}_s"]
+    return fields
+
+
+class Targets:
+    """The thresholds of one run and the (round, time) each was first crossed at.
+
+    Parameters
+    ----------
+    scenario
+        The run's scenario (``stop.target_var``, ``stop.target_on``, ``metrics.targets``).
+    """
+
+    def __init__(self, scenario: Scenario) -> None:
+        stop = scenario.stop
+        self.stop_key = (stop.target_on, stop.target_var) if stop.target_var else None
+        self.targets = list(scenario.metrics.targets)
+        keys = {(metric, t) for metric in METRICS for t in self.targets}
+        if self.stop_key is not None:
+            keys.add(self.stop_key)
+        self.reached: dict[tuple[str, float], tuple[int, float]] = {}
+        #: Called once when the last pending threshold is crossed.
+        self.on_done: Callable[[], None] | None = None
+        self._pending = {
+            metric: sorted((t for m, t in keys if m == metric), reverse=True) for metric in METRICS
+        }
+
+    @property
+    def stop_reached(self) -> bool:
+        """True once the stop target has been crossed."""
+        return self.stop_key is not None and self.stop_key in self.reached
+
+    @property
+    def active(self) -> bool:
+        """True while some threshold is left to cross."""
+        return bool(self._pending["var"] or self._pending["var_alive"])
+
+    def metrics(self) -> list[str]:
+        """The metrics that still have a threshold to cross."""
+        return [metric for metric, pending in self._pending.items() if pending]
+
+    def next_level(self, metric: str) -> float | None:
+        """The largest threshold of ``metric`` not crossed yet, or None."""
+        pending = self._pending[metric]
+        return pending[0] if pending else None
+
+    def pending(self, metric: str) -> list[float]:
+        """The thresholds of ``metric`` not crossed yet, largest first (a copy)."""
+        return list(self._pending[metric])
+
+    def is_stop(self, metric: str, threshold: float) -> bool:
+        """True when (metric, threshold) is the stop target."""
+        return self.stop_key == (metric, threshold)
+
+    def below(self, metric: str, value: float, rounds: int, time_s: float) -> bool:
+        """The metric is ``value`` at (rounds, time_s): every pending threshold above it
+        is crossed there. Returns True when that crossed the stop target."""
+        pending = self._pending[metric]
+        stopped = False
+        while pending and value < pending[0]:
+            stopped |= self.cross(metric, pending[0], rounds, time_s)
+        return stopped
+
+    def cross(self, metric: str, threshold: float, rounds: int, time_s: float) -> bool:
+        """Record the first crossing of ``threshold`` (the largest pending one) on
+        ``metric``; True when it is the stop target."""
+        pending = self._pending[metric]
+        if threshold in pending:
+            pending.remove(threshold)
+            self.reached[(metric, threshold)] = (int(rounds), float(time_s))
+            if not self.active and self.on_done is not None:
+                self.on_done()
+        return self.is_stop(metric, threshold)
+
+    def fields(self) -> dict[str, Any]:
+        """The summary's ``rounds_to_*`` / ``time_to_*`` fields (None: never crossed)."""
+        out: dict[str, Any] = {}
+        stop = self.reached.get(self.stop_key) if self.stop_key else None
+        out["rounds_to_target"], out["time_to_target_s"] = stop or (None, None)
+        for target in self.targets:
+            label = target_label(target)
+            for metric, suffix in METRICS.items():
+                rounds, time_s = self.reached.get((metric, target), (None, None))
+                out[f"rounds_to_{label}{suffix}"] = rounds
+                out[f"time_to_{label}{suffix}_s"] = time_s
+        return out

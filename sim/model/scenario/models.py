@@ -1,0 +1,279 @@
+"""The scenario format: frozen pydantic models, one per YAML section.
+
+Unknown keys are errors; quantities are stored as SI floats; protocol parameters are a
+union discriminated by ``protocol.name`` whose members live in the protocol modules.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from protocols import params_union
+from sim.core.errors import ScenarioError
+from sim.model.scenario.churn import (
+    BernoulliChurn,
+    Churn,
+    ChurnBase,
+    ExponentialChurn,
+    NoChurn,
+    TraceChurn,
+    WavesChurn,
+    class_index,
+)
+from sim.model.scenario.fields import (
+    Bandwidth,
+    Duration,
+    Fraction,
+    PeerBandwidth,
+    PeerDist,
+    PeerDuration,
+    PeerNumber,
+    const,
+)
+from sim.model.scenario.messages import InnerKeyError
+
+
+class Section(BaseModel):
+    """Base of every scenario section: strict and frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PeerClass(Section):
+    """A class of peers: a fraction of the population whose values override the defaults."""
+
+    name: str | None = None
+    fraction: Fraction = Field(gt=0, le=1)
+    upload: PeerBandwidth | None = None
+    download: PeerBandwidth | None = None
+    latency: PeerDuration | None = None
+    compute: PeerNumber | None = None
+    delay: PeerDuration | None = None
+    client: bool = False
+
+
+class Peers(Section):
+    """Per-peer capacities and behaviour (see network.md)."""
+
+    count: int = Field(default=64, ge=1)
+    upload: PeerBandwidth = const(100e6 / 8)
+    download: PeerBandwidth = const(100e6 / 8)
+    latency: PeerDuration = const(0.010)
+    compute: PeerNumber = const(1.0)
+    delay: PeerDuration = const(0.0)
+    classes: list[PeerClass] | None = None
+
+    @field_validator("classes")
+    @classmethod
+    def _fractions_sum_to_one(cls, classes: list[PeerClass] | None) -> list[PeerClass] | None:
+        if classes is not None:
+            total = sum(c.fraction for c in classes)
+            if not classes or abs(total - 1.0) > 1e-9:
+                raise ValueError(f"expected class fractions summing to 1, got a sum of {total:g}")
+        return classes
+
+
+class SiteLink(Section):
+    """An undirected, full-duplex link between two sites (``network.links`` entry).
+
+    Each direction has the full ``capacity`` (bytes/s, ``> 0``, ``inf`` allowed: a link
+    that only adds latency); a flow crossing the link also waits ``latency`` seconds.
+    """
+
+    a: str = Field(min_length=1)
+    b: str = Field(min_length=1)
+    capacity: Bandwidth
+    latency: Duration = 0.0
+
+    @field_validator("capacity")
+    @classmethod
+    def _capacity_positive(cls, capacity: float) -> float:
+        if not capacity > 0:
+            raise ValueError(f"expected a capacity > 0 (e.g. 1 Gbit/s), got {capacity!r}")
+        return capacity
+
+    @model_validator(mode="after")
+    def _two_sites(self) -> SiteLink:
+        if self.a == self.b:
+            raise ValueError(f"expected a link between two different sites, got a = b = {self.a!r}")
+        return self
+
+
+#: The site of peers whose class (or lack of one) ``network.sites`` does not map.
+DEFAULT_SITE = "default"
+
+
+class Network(Section):
+    """How flows share capacity on the network clock (see network.md).
+
+    ``sites`` maps peer class names (``peers.classes[].name``) to sites; peers of an
+    unmapped class, and all peers when there are no classes, sit at site ``default``.
+    ``links`` joins sites; a flow between peers at different sites also uses every link
+    on the shortest path by latency between them (same-site flows use no link). Class
+    names and paths between the sites peers use are checked against ``peers`` by
+    :func:`sim.model.sites.check_sites` (run by the network clock).
+    """
+
+    sharing: Literal["maxmin", "rtt_weighted"] = "maxmin"
+    sites: dict[str, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
+    links: list[SiteLink] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_link_per_site_pair(self) -> Network:
+        seen: dict[frozenset[str], int] = {}
+        for k, link in enumerate(self.links):
+            pair = frozenset((link.a, link.b))
+            if pair in seen:
+                raise ScenarioError(
+                    f"network.links.{k}",
+                    f"{link.a} - {link.b}",
+                    f"one link per pair of sites (network.links.{seen[pair]} joins them already)",
+                )
+            seen[pair] = k
+        return self
+
+
+class Vector(Section):
+    """The vectors the peers hold and average."""
+
+    dim: int = Field(default=1, ge=1)
+    dtype: Literal["float64", "float32", "float16"] = "float64"
+    init: Literal["normal", "uniform", "onehot", "file"] = "normal"
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _file_given_for_file_init(self) -> Vector:
+        if self.init == "file" and not self.file:
+            raise ValueError(
+                "expected vector.file (a .npy of shape (peers.count, dim)) with init: file"
+            )
+        return self
+
+
+#: ``stop.max_rounds`` on the rounds clock when the scenario sets no bound at all.
+DEFAULT_MAX_ROUNDS = 50
+
+
+class Stop(Section):
+    """When a run ends: whichever comes first (the summary's ``stop_reason`` says which).
+
+    A bound the scenario sets is never overridden by a default: on the rounds clock a
+    scenario with neither ``max_rounds`` nor ``max_time`` gets ``max_rounds: 50``; on the
+    network clock one of them is required. The resolved scenario records what was used.
+    ``target_var`` (null or 0: none) ends a run the instant ``target_on`` (``var``, over
+    the existing peers, or ``var_alive``, over the present ones) first falls below it.
+    """
+
+    max_rounds: int | None = Field(default=None, ge=0)
+    max_time: Duration | None = None
+    target_var: float | None = Field(default=1e-9, ge=0)
+    target_on: Literal["var", "var_alive"] = "var"
+
+    def resolved(self, clock: str) -> Stop:
+        """This section with the clock's default bound filled in (see the class doc)."""
+        unbounded = self.max_rounds is None and self.max_time is None
+        if clock == "rounds" and unbounded and "max_rounds" not in self.model_fields_set:
+            return self.model_copy(update={"max_rounds": DEFAULT_MAX_ROUNDS})
+        if unbounded and (clock == "network" or not self.target_var):
+            raise InnerKeyError(
+                "stop.max_time",
+                None,
+                "stop.max_time or stop.max_rounds with clock: network"
+                if clock == "network"
+                else "stop.max_time, stop.max_rounds or stop.target_var (a run must end)",
+            )
+        return self
+
+
+#: Shortest ``metrics.every``: 1 µs on the network clock (less would not be a sampling
+#: interval but a float underflow: 5e-324 s overflowed the recorder), a millionth of a
+#: round on the rounds clock (where anything below 1 samples every round).
+MIN_EVERY = 1e-6
+
+
+class Metrics(Section):
+    """How often the recorder samples, and extra variance thresholds to time."""
+
+    every: Duration = Field(default=1.0, description="rounds, or seconds on the network clock")
+    targets: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
+
+    @field_validator("every")
+    @classmethod
+    def _positive(cls, every: float) -> float:
+        if not every > 0:
+            raise ValueError(f"expected a positive number of rounds or seconds, got {every!r}")
+        if every < MIN_EVERY:
+            raise ValueError(
+                f"expected at least {MIN_EVERY:g} (1 µs, or a millionth of a round), got {every!r}"
+            )
+        return every
+
+
+#: Largest seed: seeds (and seed + repeat) stay exact in float64, JSON and int64 tables.
+MAX_SEED = 2**53
+#: Most repeats of one scenario (more is a typo, not a statistic).
+MAX_REPEATS = 10_000
+
+
+def _protocol_field() -> Any:
+    return Annotated[params_union(), Field(discriminator="name")]
+
+
+class Scenario(Section):
+    """A whole scenario, resolved: every default filled in."""
+
+    name: str = Field(default="scenario", pattern=r"^[A-Za-z0-9_.\-]+$")
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
+    clock: Literal["rounds", "network"] = "rounds"
+    backend: Literal["numpy", "cupy"] = "numpy"
+    peers: Peers = Field(default_factory=Peers)
+    network: Network = Field(default_factory=Network)
+    churn: Churn = Field(default_factory=NoChurn)
+    vector: Vector = Field(default_factory=Vector)
+    protocol: _protocol_field()  # type: ignore[valid-type]
+    stop: Stop = Field(default_factory=Stop)
+    metrics: Metrics = Field(default_factory=Metrics)
+
+    @model_validator(mode="after")
+    def _wave_class_exists(self) -> Scenario:
+        # raises ScenarioError (not ValueError) so that the error names churn.class
+        if isinstance(self.churn, WavesChurn) and self.churn.peer_class is not None:
+            class_index(self.churn.peer_class, [c.name for c in self.peers.classes or []])
+        return self
+
+    @model_validator(mode="after")
+    def _sites_fit_the_peers(self) -> Scenario:
+        # raises ScenarioError naming network.sites; local import: sim.model.sites imports models
+        if self.clock == "network" and self.network.links:
+            from sim.model.sites import check_sites
+
+            check_sites(self.network, self.peers)
+        return self
+
+    @model_validator(mode="after")
+    def _stop_bounds(self) -> Scenario:
+        # the clock's default bound (Stop.resolved), recorded in the resolved scenario
+        stop = self.stop.resolved(self.clock)
+        return self if stop is self.stop else self.model_copy(update={"stop": stop})
+
+
+def peer_value_fields() -> tuple[str, ...]:
+    """Names of the per-peer value fields, in sampling order."""
+    return ("upload", "download", "latency", "compute", "delay")
+
+
+__all__ = [
+    "BernoulliChurn",
+    "Churn",
+    "ChurnBase",
+    "ExponentialChurn",
+    "NoChurn",
+    "PeerDist",
+    "Scenario",
+    "TraceChurn",
+    "WavesChurn",
+    "peer_value_fields",
+]

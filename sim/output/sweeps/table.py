@@ -1,0 +1,167 @@
+"""The sweep's table: one row per grid cell × case, each report field's mean and spread.
+
+A cell reads ``mean [min–max]``: the mean over the repeats and their range (the range is
+left out when all repeats agree, or there is one). A field that is ``null`` in some runs
+(a target never reached) is summarized over the runs that have it, followed by ``(k/n)``;
+``never (0/n)`` when no run has it. With a ``baseline`` case, the speed-up fields get a
+``<field> speed-up`` column: the baseline's mean in the same grid cell over this row's
+mean (both over the runs that have a value).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from sim.output.sweeps.labels import json_text, show
+
+Table = tuple[list[str], list[list[str]]]
+#: Explains the cells, below the table in ``table.md``.
+NOTE = (
+    "Each cell: the mean over the repeats, then [min–max] when they differ; `(k/n)`: only "
+    "k of the n repeats have a value (e.g. reached the target), and the mean and range are "
+    "over those k."
+)
+#: Added to :data:`NOTE` when the table has speed-up columns.
+SPEEDUP_NOTE = "Speed-up: the baseline case's mean in the same grid cell / the row's mean."
+
+
+def table_note(table: Table) -> str:
+    """The note below ``table``: what a cell means, and what a speed-up is if it has any."""
+    speedups = any(header.endswith(" speed-up") for header in table[0])
+    return f"{NOTE} {SPEEDUP_NOTE}" if speedups else NOTE
+
+
+def sweep_table(
+    runs: pd.DataFrame,
+    group_by: Sequence[str],
+    report: Sequence[str],
+    baseline: str | None = None,
+    speedup: Sequence[str] | None = None,
+) -> Table:
+    """Headers and text rows: the ``group_by`` columns, then one column per report field.
+
+    Parameters
+    ----------
+    runs
+        One row per run (``runs.parquet``), in the sweep's order.
+    group_by
+        Columns that identify a row of the table (the grid keys, then ``case``).
+    report
+        Summary fields to summarize over the repeats.
+    baseline
+        Label of the case the others are compared with.
+    speedup
+        Report fields that get a ``<field> speed-up`` column (default: all of ``report``);
+        only used with a ``baseline``.
+    """
+    compared = [] if baseline is None else list(report if speedup is None else speedup)
+    headers = [*group_by, *report, *(f"{field} speed-up" for field in compared)]
+    keys = [runs[column].map(_group_key) for column in group_by]
+    grouped = runs.groupby(keys, sort=False) if keys else [((), runs)]
+    rows = []
+    for _, group in grouped:
+        cells = [show_key(group[column].iloc[0]) for column in group_by]
+        cells += [spread_cell(group.get(field)) for field in report]
+        if compared:
+            base = _baseline_runs(runs, group_by, group, str(baseline))
+            cells += [_speedup(base.get(field), group.get(field)) for field in compared]
+        rows.append(cells)
+    return headers, rows
+
+
+def _baseline_runs(
+    runs: pd.DataFrame, group_by: Sequence[str], group: pd.DataFrame, baseline: str
+) -> pd.DataFrame:
+    """The baseline case's runs in the grid cell of ``group``."""
+    same = runs["case"] == baseline
+    for column in group_by:
+        if column != "case":
+            same &= runs[column].map(_group_key) == _group_key(group[column].iloc[0])
+    return runs[same]
+
+
+def _present(values: pd.Series | None) -> pd.Series:
+    if values is None:
+        return pd.Series([], dtype=float)
+    return pd.to_numeric(values, errors="coerce").dropna()
+
+
+def _mean(values: pd.Series | None) -> float:
+    present = _present(values)
+    return float(present.mean()) if len(present) else math.nan
+
+
+def _speedup(base: pd.Series | None, values: pd.Series | None) -> str:
+    mean = _mean(values)
+    ratio = _mean(base) / mean if mean != 0 else math.nan  # a count of 0: no ratio
+    return format_number(ratio) if math.isfinite(ratio) else "—"
+
+
+def spread_cell(values: pd.Series | None) -> str:
+    """``mean [min–max]`` over the non-null values, with ``(k/n)`` when some are null."""
+    if values is None:
+        return "—"
+    n = len(values)
+    present = _present(values)
+    if present.empty:
+        return f"never (0/{n})"
+    low, high = float(present.min()), float(present.max())
+    text = format_number(float(present.mean()))
+    if low != high:
+        text += f" [{format_number(low)}–{format_number(high)}]"
+    return text if len(present) == n else f"{text} ({len(present)}/{n})"
+
+
+def mean_cell(values: pd.Series | None) -> str:
+    """Mean over the non-null values, with ``(k/n)`` when some are null (``avsim run``)."""
+    if values is None:
+        return "—"
+    n = len(values)
+    present = _present(values)
+    if present.empty:
+        return f"never (0/{n})"
+    text = format_number(float(present.mean()))
+    return text if len(present) == n else f"{text} ({len(present)}/{n})"
+
+
+def format_number(value: float) -> str:
+    """Integers as integers, others with 4 significant digits."""
+    if math.isfinite(value) and value == round(value) and abs(value) < 1e15:
+        return str(round(value))
+    return f"{value:.4g}"
+
+
+def markdown(table: Table, title: str | None = None, note: str | None = None) -> str:
+    """The table as GitHub-flavoured Markdown (pipes in cells escaped)."""
+    headers, rows = table
+    lines = [f"# {title}", ""] if title else []
+    lines.append(_md_row(headers))
+    lines.append("|" + "|".join(" --- " for _ in headers) + "|")
+    lines.extend(_md_row(row) for row in rows)
+    if note:
+        lines += ["", note]
+    return "\n".join(lines) + "\n"
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def show_key(value: object) -> str:
+    """A row key as it reads in the table: ``model=exponential,mtbf=10 min`` for a
+    mapping, YAML spelling for scalars, ``—`` when missing."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return show(value)
+
+
+def _group_key(value: object) -> str:
+    """The exact text rows are grouped by (JSON for mappings and lists)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, dict | list):
+        return json_text(value)
+    return str(value)
