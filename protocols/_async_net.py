@@ -39,6 +39,16 @@ pairwise gossip: x_i −= (s_i − Q(s_j))/2, x_j += (Q(s_i) − s_j)/2; a push:
 x_i −= h_x, x_j += Q(h_x) (w exact). Σx then moves by the wire's error; on the exact
 wire Q is the identity.
 
+Deltas and rejoins: an exchange or push is applied by its flows' ``done`` callbacks, a
+later event of the delivery's instant, with deltas of its snapshot; so the rows it
+changes must still be the rows the snapshot was taken from (plus what they received
+since). A preemption at that instant comes before or after those callbacks (a delivered
+exchange is applied to an absent end); a rejoin that rewrites rows (``reset``,
+``fetch``) comes at a later instant, after them, since a churn schedule never brings a
+peer back within the instant it went down (steps in strictly increasing time, ``down``
+and ``up`` disjoint). A ``reset`` squeezed between a delivery and its callbacks would
+have the old incarnation's share subtracted from (or added to) the fresh row.
+
 The straggler ``delay`` of peers does not apply here (it is a per-round start delay).
 
 Observation: when the protocol has a ``watcher`` (the engine's exact-target tracker,

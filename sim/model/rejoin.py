@@ -70,6 +70,11 @@ class NetworkRejoin:
     after ``retry_s`` when nobody is present. If the peer itself is preempted again
     before its download completed, the download is abandoned: it stays absent until its
     next restore, which fetches anew.
+
+    :meth:`restore` is called at a later instant than the peer's preemption (churn
+    schedules never bring a peer back within the instant it went down), so every
+    exchange delivered to or from the peer before it went down has been applied to its
+    old rows (:mod:`protocols._async_net`) before ``reset`` rewrites them.
     """
 
     def __init__(self, scenario: Scenario, rng: np.random.Generator, clock: Any, state: State):

@@ -169,7 +169,10 @@ class NetworkMachine(RuleBasedStateMachine):
 
     @initialize(data=st.data())
     def build(self, data: st.DataObject) -> None:
-        mapping = data.draw(stateful_scenarios(self.name, "network"))
+        self.start(data.draw(stateful_scenarios(self.name, "network")))
+
+    def start(self, mapping: dict[str, Any]) -> None:
+        """Build the run of scenario ``mapping`` and start its process."""
         run = self.run = build_run(mapping, stateful_run)
         run.env.process(run.process(None))
         run.env.step()  # the process starts: it builds the clock, the flow network, churn
@@ -182,6 +185,7 @@ class NetworkMachine(RuleBasedStateMachine):
         if isinstance(run, BarrierEngine):
             self._record_rounds()
         self.down: set[int] = set()
+        self.down_at: dict[int, float] = {}
         self.bytes_out = np.zeros(self.net.n)
         self.applied: set[int] = set()
         self.was_present = self.clock.present.copy()
@@ -233,11 +237,22 @@ class NetworkMachine(RuleBasedStateMachine):
             peer = candidates[k % len(candidates)]
             self.clock.preempt(np.array([peer]))
             self.down.add(peer)
+            self.down_at[peer] = float(self.run.env.now)
 
     @rule(k=pick)
     def restore(self, k: int) -> None:
+        """Bring back a peer that is down, as the churn process would: a peer never
+        returns within the instant it went down (schedule steps come in strictly
+        increasing time, their ``down`` and ``up`` disjoint), so the events of that
+        instant — the callbacks of flows delivered just before the preemption — have
+        run first. A peer preempted at this very instant returns once they have (as at
+        the limit of an ever shorter absence)."""
         if self.down:
             peer = sorted(self.down)[k % len(self.down)]
+            env = self.run.env
+            if self.down_at[peer] == env.now:
+                while env.peek() <= env.now:
+                    env.step()
             self.down.discard(peer)
             self.run.machine_rejoin.restore(np.array([peer]))
 
@@ -290,3 +305,72 @@ class NetworkMachine(RuleBasedStateMachine):
 @pytest.mark.parametrize("name", NETWORK)
 def test_invariants_and_bytes_hold_under_any_churn_on_the_network_clock(name):
     run_state_machine_as_test(lambda: NetworkMachine(name), settings=SETTINGS)
+
+
+#: Continuous-time protocols: their exchanges apply when the callbacks of their
+#: delivered flows run, a later event of the delivery's instant.
+CONTINUOUS = [
+    name for name in NETWORK if issubclass(protocols.get(name), protocols.ContinuousProtocol)
+]
+
+
+@pytest.mark.parametrize("end", ["src", "dst"])
+@pytest.mark.parametrize("name", CONTINUOUS)
+def test_a_peer_reset_at_the_instant_its_exchange_was_delivered_keeps_the_fresh_row(name, end):
+    """An exchange (or push) is delivered; before its callbacks have run, one end is
+    preempted and, at that same instant, restored with ``rejoin: reset``. The delivery
+    belongs to the old incarnation: it must be applied before the reset, never to the
+    fresh row (push-sum would subtract the old half from the fresh draw: x/w out of the
+    hull, w possibly negative). The fresh row stays as the reset wrote it, and every
+    invariant in force holds throughout."""
+    section, fields = {"topology": "ring", "rate": 0.5}, protocols.get(name).Params.model_fields
+    mapping = {
+        "name": "stateful", "clock": "network", "seed": 3,
+        "peers": {
+            "count": 7,
+            "upload": {"dist": "uniform", "low": 400, "high": 4000},
+            "download": {"dist": "uniform", "low": 400, "high": 4000},
+            "latency": {"dist": "uniform", "low": 0.002, "high": 0.02},
+            "delay": {"dist": "uniform", "low": 0.0, "high": 0.5},
+        },
+        "churn": {"model": "none", "rejoin": "reset"},
+        "vector": {"dim": 2, "init": "normal"},
+        "protocol": {"name": name, **{k: v for k, v in section.items() if k in fields}},
+        "stop": {"max_rounds": None, "max_time": 1e9, "target_var": None},
+    }  # fmt: skip
+    machine = NetworkMachine(name)
+    machine.start(mapping)
+    run, env = machine.run, machine.run.env
+    per = 2 if "exchanges" in run.protocol.counters else 1
+
+    def delivered_not_applied() -> list[Flow]:
+        flows = [flow for flow in run.flows if flow.id not in run.fetches]
+        groups = [flows[k : k + per] for k in range(0, len(flows), per)]
+        return next(
+            (
+                group for group in groups
+                if all(f.done.triggered and f.done.ok for f in group)
+                and not all(f.done.processed for f in group)
+            ),
+            [],
+        )  # fmt: skip
+
+    while not (group := delivered_not_applied()):
+        env.step()
+        machine.invariants_hold()
+    peer = group[0].src if end == "src" else group[0].dst
+    completed = run.protocol.counters["completed"]
+    machine.preempt(k=peer, mid_transfer=False)  # nobody is down: candidate k is peer k
+    assert machine.down == {peer}
+    machine.invariants_hold()
+    machine.restore(k=0)
+    written = {key: value[peer].copy() for key, value in arrays(run.state).items()}
+    assert run.clock.present[peer]
+    machine.invariants_hold()
+    while env.peek() <= env.now:  # the rest of the instant
+        env.step()
+        machine.invariants_hold()
+    now = arrays(run.state)
+    for key, row in written.items():
+        assert np.array_equal(now[key][peer], row), f"{key} of the fresh row moved"
+    assert run.protocol.counters["completed"] == completed + 1, "the delivery was not applied"
