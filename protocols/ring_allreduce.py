@@ -3,15 +3,19 @@
 Algorithm. The peers present when an attempt starts form a ring (in peer order); the
 vector is cut into n chunks (n = ring size). Reduce-scatter: n−1 steps, in step k peer i
 sends chunk (i − k) mod n to its successor; all-gather: n−1 more steps forwarding the
-reduced chunks. A peer sends its chunk of step k as soon as it has received the chunk of
-step k−1 from its predecessor. ``pipeline_chunks`` P > 1 cuts every chunk into P pieces
-sent as separate messages (each pays the route latency): piece c of step k leaves once
-piece c of step k−1 arrived from the predecessor and piece c−1 of step k left (a flow
-waiting on two others); pieces of consecutive steps may share a link's bandwidth. On
-the rounds clock an attempt is instant
-and succeeds over the present peers. On the network clock any loss of a member aborts
-the attempt: everyone keeps its old vector, and the next attempt starts
-``restart_delay`` seconds later with the peers then present.
+reduced chunks. On the network clock each peer sends to its successor on one connection,
+in step order, one message at a time (a blocking send/receive per step, the textbook
+ring): its message of step k leaves once the chunk of step k−1 arrived from its
+predecessor (the data) and its own message of step k−1 ended (the connection).
+``pipeline_chunks`` P > 1 cuts every chunk into P pieces sent as separate messages, in
+(step, piece) order on the connection, each paying the route latency: piece c of step k
+leaves once piece c of step k−1 arrived from the predecessor and the previous piece on
+the connection ended. A message on a connection whose previous message failed (an end
+was preempted) fails at once without sending: the connection is broken for the rest of
+the attempt. On the rounds clock an attempt is instant and succeeds over the present
+peers. On the network clock any loss of a member aborts the attempt: everyone keeps its
+old vector, and the next attempt starts ``restart_delay`` seconds later with the peers
+then present.
 
 ``compression`` quantizes every message (:func:`sim.kernels.ring.ring_reduce`): each hop
 of the reduce-scatter re-encodes the partial sum it forwards; the all-gather sends the
@@ -20,8 +24,11 @@ owner ends with the same dequantized mean. Chunks are whole coordinates (⌊dim/
 more for the first dim mod n) when the wire compresses.
 
 Messages: every step every member sends one chunk of S/n bytes to its successor:
-2(n−1)·S/n bytes per member per attempt. Without contention one attempt takes
-2(n−1)·(lat + S/(n·B)) (B the slowest link).
+2(n−1)·S/n bytes per member per attempt. Without other traffic or straggler delays an
+attempt takes 2(n−1)·max_i(P·lat_i + S/(n·B_i)) over the connections i → i+1 (lat_i
+the route latency, B_i = min(upload of i, download of i+1)): each connection carries one
+message at a time, and the critical path stays on the slowest connection. With equal
+latencies and P = 1: 2(n−1)·(lat + S/(n·B_min)).
 
 Invariants (tests cite this table):
 
@@ -61,16 +68,19 @@ class RingAllreduceParams(ProtocolParams):
 def ring_flows(members: np.ndarray, pieces: int = 1) -> tuple[np.ndarray, ...]:
     """(src, dst, chunk_fraction, opens, waits, after) of one attempt around ``members``.
 
-    Flow (k, i, c) — step k, member i, piece c — has index (k·n + i)·P + c, opens the
-    gate of its own index, waits for flow (k−1, i−1, c) (none in step 0) and comes after
-    flow (k, i, c−1) (none for c = 0).
+    Flow (k, i, c) — step k, member i, piece c — has index (k·n + i)·P + c and opens the
+    gate of its own index. It waits for flow (k−1, i−1, c), the piece it forwards (none
+    in step 0): a gate, which opens when that flow ended, delivered or not. It comes
+    after the previous flow on its connection i → i+1, (k, i, c−1), or (k−1, i, P−1) for
+    c = 0 (none for the first): if that one failed, it fails at once without sending.
     """
     n = members.size
     flow = np.arange(2 * (n - 1) * n * pieces)
     step_member, c = np.divmod(flow, pieces)
     k, i = np.divmod(step_member, n)
     waits = np.where(k > 0, ((k - 1) * n + (i - 1) % n) * pieces + c, -1)
-    after = np.where(c > 0, flow - 1, -1)
+    previous_step = ((k - 1) * n + i) * pieces + pieces - 1  # (k − 1, i, P − 1)
+    after = np.where(c > 0, flow - 1, np.where(k > 0, previous_step, -1))
     src, dst = members[i], members[(i + 1) % n]
     return src, dst, np.full(flow.size, 1.0 / (n * pieces)), flow, waits, after
 
@@ -87,7 +97,7 @@ class RingAllreduce(BarrierProtocol):
         """The exact mean in place; through a compressing wire the ring's rows before
         and after, the chunks in transit and the owners' mask, and the sum's shift in
         float64 (both rows and their difference). Flows: 2(N − 1) steps of N chunks of
-        ``pipeline_chunks`` pieces; a member streams its pieces one after another."""
+        ``pipeline_chunks`` pieces; each connection carries one at a time."""
         wire = wire_of(params)
         compressed = not wire.exact
         pieces = params.pipeline_chunks
@@ -97,7 +107,7 @@ class RingAllreduce(BarrierProtocol):
             state_arrays=4.0 if compressed else 1.0,
             float64_arrays=3.0 if compressed else 0.0,
             flows_per_round=flows,
-            flows_in_flight=min(flows, 2.0 * n * pieces),
+            flows_in_flight=min(flows, float(n)),
             round_bytes_per_peer=2 * (n - 1) / n * wire.message_bytes(dim, itemsize),
         )
 
