@@ -38,7 +38,13 @@ ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
 SetOption = Annotated[
     list[str] | None,
     typer.Option(
-        "--set", help="Override a scenario key: dotted.key=value (YAML scalar). Repeatable."
+        "--set",
+        help=(
+            "Override a scenario key; repeatable. dotted.key=value sets it (the value is "
+            "YAML; a mapping merges into the mapping there), and a number in the key "
+            "indexes a list: peers.classes.1.upload=20Mbps. dotted.key:=value replaces "
+            "the whole value instead: 'churn:={model: none}'."
+        ),
     ),
 ]
 ForceOption = Annotated[

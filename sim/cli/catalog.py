@@ -28,8 +28,10 @@ def schema(
         bool, typer.Option("--sweep", help="The sweep file format instead of the scenario's.")
     ] = False,
 ) -> None:
-    """Print the JSON Schema of the scenario format, or with --sweep of the sweep format
-    (for editors)."""
+    """Print the JSON Schema of the scenario file format (for editors).
+
+    With --sweep, the sweep file format's.
+    """
     from sim.model.scenario import json_schema
 
     typer.echo(json.dumps(sweep_schema() if sweep else json_schema(), indent=2))

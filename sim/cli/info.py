@@ -17,6 +17,8 @@ import pandas as pd
 from sim.cli.app import ScenarioArg, SetOption, app, cell, stdout, user_errors
 from sim.core.units import format_bandwidth, format_duration
 
+#: Churn keys that are durations (seconds; rounds on the rounds clock).
+CHURN_DURATIONS = ("duration", "mtbf", "mttr", "period")
 #: Per-peer columns shown, with their label and formatter.
 PEER_VALUES: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("upload_bytes_per_s", "upload", format_bandwidth),
@@ -30,14 +32,19 @@ KEY_WIDTH = 22
 
 @app.command()
 def info(scenario: ScenarioArg, set_: SetOption = None) -> None:
-    """Show what a scenario resolves to without running it: per-class peer tables, the
-    expected churn, and the protocol's derived constants (e.g. Moshpit's grid, A²CiD²'s
-    chi1, chi2, eta, alpha_tilde)."""
+    """Show what a scenario resolves to, without running it.
+
+    Per-class peer tables, the churn model and its expected absent fraction, and the
+    protocol's derived constants (e.g. Moshpit's grid, A²CiD²'s chi1, chi2, eta,
+    alpha_tilde).
+    """
     from sim.engine.schedules import engine_for
-    from sim.model.scenario import load_scenario, parse_set_options
+    from sim.model.scenario import apply_overrides, load_scenario, parse_set_options, read_yaml
 
     with user_errors():
-        sc = load_scenario(scenario, parse_set_options(set_))
+        overrides = parse_set_options(set_)
+        sc = load_scenario(scenario, overrides)
+        written = apply_overrides(read_yaml(scenario), overrides).get("churn")
         built = engine_for(sc, sc.seed)
         absent = _expected_absent(sc, built.peers)
         constants = built.protocol.describe()
@@ -50,8 +57,9 @@ def info(scenario: ScenarioArg, set_: SetOption = None) -> None:
         name = names[index] if index < len(names) else None
         _class_table(_class_title(index, name, len(names), len(rows)), rows)
     churn = sc.churn.model_dump(by_alias=True, exclude_none=True)
-    _rows({"churn": _churn_text(churn, sc.clock), "expected absent": f"{absent:.3g} of the peers "
-           f"({absent:.1%}, time average)"}, title="churn")  # fmt: skip
+    expected = f"{absent:.3g} of the peers ({absent:.1%}, time average)"
+    _rows({"churn": _churn_text(churn, written, sc.clock), "expected absent": expected},
+          title="churn")  # fmt: skip
     _rows({"protocol": sc.protocol.name, **constants}, title="protocol")
 
 
@@ -89,25 +97,40 @@ def _class_table(title: str, rows: pd.DataFrame) -> None:
     _print_block(title, _aligned(lines))
 
 
-def _churn_text(churn: dict[str, Any], clock: str) -> str:
-    """``waves: rate=0.2/s, fraction=0.1, duration=20 s, class=spot, rejoin=fetch``
-    (times in rounds on the rounds clock)."""
+def _churn_text(churn: dict[str, Any], written: Any, clock: str) -> str:
+    """``waves: rate=3/min (0.05/s), fraction=10% (0.1), duration=20 s, class=spot, …``:
+    each value as the scenario wrote it, followed by what it resolves to in seconds (in
+    rounds on the rounds clock) when that reads differently."""
     model = churn.pop("model", "none")
     churn["rejoin"] = churn.pop("rejoin", "keep")  # last
     if model == "none" and list(churn) == ["rejoin"] and churn["rejoin"] == "keep":
         return "none"
-    shown = [f"{key}={_churn_value(key, value, clock)}" for key, value in churn.items()]
+    written = written if isinstance(written, dict) else {}
+    shown = [f"{key}={_churn_value(key, value, written.get(key), clock)}"
+             for key, value in churn.items()]  # fmt: skip
     return f"{model}: " + ", ".join(shown)
 
 
-def _churn_value(key: str, value: Any, clock: str) -> str:
-    """Durations and rates with their unit: seconds on the network clock, else rounds."""
+def _churn_value(key: str, value: Any, written: Any, clock: str) -> str:
+    """``value`` as ``written`` in the scenario, then resolved in parentheses when that
+    reads differently: ``5 min (300 s)``, ``5 min (300 rounds)``, ``3/min (0.05/s)``;
+    a number written alone gets its unit: ``300 s``."""
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={_churn_value(k, v, clock)}" for k, v in value.items()) + "}"
+        inner = written if isinstance(written, dict) else {}
+        parts = [f"{k}={_churn_value(k, v, inner.get(k), clock)}" for k, v in value.items()]
+        return "{" + ", ".join(parts) + "}"
+    resolved = _resolved(key, value, clock)
+    if not isinstance(written, str) or "".join(written.split()) == "".join(resolved.split()):
+        return resolved
+    return f"{written.strip()} ({resolved})"
+
+
+def _resolved(key: str, value: Any, clock: str) -> str:
+    """Durations and rates in seconds on the network clock, else in rounds."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
-    if key in ("duration", "mtbf", "mttr", "period"):
-        return format_duration(float(value)) if clock == "network" else f"{value:g} rounds"
+    if key in CHURN_DURATIONS:
+        return f"{value:g} s" if clock == "network" else f"{value:g} rounds"
     if key == "rate":
         return f"{value:g}/s" if clock == "network" else f"{value:g}/round"
     return cell(value)

@@ -34,8 +34,11 @@ def plot(
         ),
     ] = None,
 ) -> None:
-    """Draw figures: each result folder's convergence.png and each sweep folder's
-    sweep.png, or one --out comparing the result folders."""
+    """Draw the figures of result folders and sweep folders.
+
+    Each result folder's convergence.png and each sweep folder's sweep.png, or with
+    --out one figure comparing the result folders.
+    """
     from sim.output.plots import plot_dirs
 
     with user_errors():

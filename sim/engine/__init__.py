@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
+from sim.engine.observe.floating import held_floating_errors
 from sim.engine.resources import guard
 from sim.engine.result import RunResult
 from sim.engine.schedules import Progress, engine_for
@@ -33,8 +34,10 @@ def run(
     seed = scenario.seed if seed is None else int(seed)
     guard(scenario)  # refuse a run that would not fit in memory, warn when it takes hours
     started = time.perf_counter()
-    engine = engine_for(scenario, seed, interrupt)
-    engine.simulate(progress)
+    with held_floating_errors() as errors:  # a NaN is said once, by its stop message
+        engine = engine_for(scenario, seed, interrupt)
+        engine.simulate(progress)
+    errors.release(stopped_at_nan=engine.observer.nan is not None)
     wall = time.perf_counter() - started
     metrics = engine.recorder.frame()
     summary = summarize(

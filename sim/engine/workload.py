@@ -8,7 +8,7 @@ latencies and the straggler delay. Continuous-time protocols start
 ``stop.max_time`` (or ``stop.max_rounds``) seconds. Each flow costs about
 :data:`FLOW_COST_S` of wall time, :data:`CONTINUOUS_FLOW_COST_S` in continuous time
 (``python -m bench events`` measures both). A run may stop much earlier, at
-``stop.target_var``: the counts are upper bounds.
+``stop.target_var`` when the scenario sets one: the counts are upper bounds.
 """
 
 from __future__ import annotations
@@ -46,10 +46,11 @@ def estimate_events(scenario: Scenario) -> tuple[float, float, str]:
     fp = footprint(scenario)
     n, stop = peer_count(scenario), scenario.stop
     if fp.flows_per_s > 0:
-        seconds = min(_or_inf(stop.max_time), _or_inf(stop.max_rounds))
+        seconds, key = min((_or_inf(stop.max_time), "stop.max_time"),
+                           (_or_inf(stop.max_rounds), "stop.max_rounds"))  # fmt: skip
         events = fp.flows_per_s * seconds
         rate = getattr(scenario.protocol, "rate", 1.0)
-        drivers = f"peers.count {n} × protocol.rate {rate:g}/s × {seconds:g} s of stop.max_time"
+        drivers = f"peers.count {n} × protocol.rate {rate:g}/s × {seconds:g} s of {key}"
         return events, events * CONTINUOUS_FLOW_COST_S, drivers
     rounds, bound = _rounds_bound(scenario, fp)
     events = fp.flows_per_round * rounds
@@ -102,20 +103,27 @@ def typical(value: Any) -> float:
 
 
 def slow_run_message(scenario: Scenario) -> str | None:
-    """The one-line warning for a run expected to take hours, or None."""
+    """The one-line warning for a run expected to take hours, or None.
+
+    It names only the keys that bound the run: ``stop.target_var`` appears only when
+    the scenario sets a target (a positive one), as the way the run may end earlier.
+    """
     events, seconds, drivers = estimate_events(scenario)
     if seconds < SLOW_RUN_S:
         return None
+    target = scenario.stop.target_var
     if math.isinf(events):
+        ends = "only stop.target_var can end it" if target else "nothing ends it"
         return (
             "this run may never end: its rounds take no simulated time (unlimited bandwidth, "
-            "no latency, no delay), so stop.max_time is never reached and only "
-            "stop.target_var can end it; set stop.max_rounds"
+            f"no latency, no delay), so stop.max_time is never reached and {ends}; "
+            "set stop.max_rounds"
         )
+    earlier = "; it ends earlier once stop.target_var is reached" if target else ""
     return (
         f"this run may take up to {units.format_duration(seconds)} of wall time: "
-        f"{events:.3g} network flows at ~{seconds / events * 1e6:.0f} µs each ({drivers}); "
-        "it ends earlier once stop.target_var is reached"
+        f"{events:.3g} network flows at ~{seconds / events * 1e6:.0f} µs each ({drivers})"
+        f"{earlier}"
     )
 
 

@@ -29,9 +29,11 @@ from sim.core.errors import ResultExistsError
 from sim.engine.result import RunResult
 from sim.output.atomic import staged_folder
 
-#: Summary keys that are labels, not quantities: never averaged.
-NOT_AVERAGED = frozenset({"seed"})
-#: Summary fields that are ``None`` in a run that never reached a variance target.
+#: Summary keys that are labels or places, not quantities: never averaged (``nan`` is
+#: where a NaN appeared, ``{round, time_s, peer}``, or null in a healthy run).
+NOT_AVERAGED = frozenset({"seed", "stop_reason", "nan"})
+#: Summary fields that are ``None`` in a run that never reached a variance target: the
+#: only fields ``reached`` counts.
 TARGET_PREFIXES = ("rounds_to_", "time_to_")
 
 
@@ -107,7 +109,8 @@ def summarize_runs(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     A key such as ``rounds_to_target`` is ``None`` in a run that never reached the
     target: its mean is taken over the runs that did, and is ``None`` when none did.
-    ``seed`` and non-numeric values are left out.
+    The keys of :data:`NOT_AVERAGED` (``seed``, ``stop_reason``, ``nan``) and
+    non-numeric values are left out.
     """
     keys = list(dict.fromkeys(key for summary in summaries for key in summary))
     mean: dict[str, Any] = {}
@@ -123,13 +126,13 @@ def summarize_runs(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def reached_counts(summaries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """How many runs have a value for each target field (``rounds_to_*``, ``time_to_*``)
-    and for any other field that is ``None`` in some run."""
+    """How many runs reached each variance target: have a value for each target field
+    (``rounds_to_*``, ``time_to_*``); no other field is counted."""
     keys = dict.fromkeys(key for summary in summaries for key in summary)
     return {
         key: sum(summary.get(key) is not None for summary in summaries)
         for key in keys
-        if key.startswith(TARGET_PREFIXES) or any(s.get(key) is None for s in summaries)
+        if key.startswith(TARGET_PREFIXES)
     }
 
 

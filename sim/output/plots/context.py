@@ -121,6 +121,20 @@ def panels(contexts: Sequence[FigureContext]) -> list[Panel]:
     return result
 
 
+def why_left_out(panel: Panel, context: FigureContext) -> str:
+    """Why ``panel`` does not show a run with this context, in the words of its note.
+
+    The seconds panel leaves out runs on the rounds clock (they have no simulated
+    seconds); the rounds panel leaves out continuous-time protocols on the network
+    clock (they have no rounds).
+    """
+    if panel.x == "time_s" and not _on_network(context):
+        return "rounds clock, no simulated seconds"
+    if panel.x == "round" and context.continuous:
+        return "continuous time, no rounds"
+    return "not drawn on this axis"
+
+
 def _steps_label(contexts: Sequence[FigureContext]) -> str:
     if all(c.continuous for c in contexts):
         return "simulated time (time units)"

@@ -20,7 +20,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter, LogLocator, MaxNLocator
 
-from sim.output.plots.context import FigureContext, Panel, panels
+from sim.output.plots.context import FigureContext, Panel, panels, why_left_out
 from sim.output.plots.curves import band_text, draw_family, has_values
 
 PANEL_WIDTH_IN = 4.3
@@ -75,12 +75,12 @@ def convergence_figure(
     axes = figure.subplots(1, len(chosen), sharey=True, squeeze=False)[0]
     banded = False
     for panel, ax in zip(chosen, axes, strict=True):
-        left_out = []
+        left_out: list[tuple[str, str]] = []
         for index, (frame, context) in enumerate(zip(frames, contexts, strict=True)):
             if panel.shows(context):
                 banded |= draw_run(ax, frame, panel.x, f"C{index % 10}", context.churn)
             elif labels[index]:
-                left_out.append(labels[index])
+                left_out.append((labels[index], why_left_out(panel, context)))
         decorate(ax, panel, target_var)
         note_left_out(ax, left_out)
     axes[0].set_ylabel(Y_LABEL)
@@ -144,10 +144,22 @@ def decorate(ax: Axes, panel: Panel, target_var: float | None) -> None:
     _floor(ax, target_var)
 
 
-def note_left_out(ax: Axes, labels: Sequence[str]) -> None:
-    """Name the runs this panel does not show (continuous time has no rounds)."""
-    if labels:
-        text = "not on this axis (continuous time): " + ", ".join(labels)
+def note_left_out(ax: Axes, left_out: Sequence[tuple[str, str]]) -> None:
+    """Name the runs this panel does not show, one line per reason (each run's own
+    clock: a rounds-clock run has no seconds, a continuous-time run has no rounds).
+
+    Parameters
+    ----------
+    left_out
+        ``(label, reason)`` pairs, as :func:`~sim.output.plots.context.why_left_out`
+        words the reason.
+    """
+    by_reason: dict[str, list[str]] = {}
+    for label, reason in left_out:
+        by_reason.setdefault(reason, []).append(label)
+    if by_reason:
+        text = "\n".join(f"not on this axis ({reason}): {', '.join(names)}"
+                         for reason, names in by_reason.items())  # fmt: skip
         ax.text(0.98, 0.98, text, transform=ax.transAxes, ha="right", va="top",
                 fontsize="x-small", color="dimgray")  # fmt: skip
 

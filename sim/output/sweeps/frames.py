@@ -2,7 +2,8 @@
 rows (``metrics.parquet``), both in the sweep's fixed order.
 
 Columns whose values Arrow cannot type (mappings, or numbers mixed with text) are stored
-as text, mappings and lists as compact JSON.
+as text, mappings and lists as compact JSON; a column of numbers with a whole number
+beyond int64 is stored as float64 (:func:`arrow_safe`).
 """
 
 from __future__ import annotations
@@ -69,12 +70,49 @@ def _text(value: Any) -> str | None:
 
 
 def arrow_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """Columns Arrow cannot type (mixed values, mappings) are stored as their text."""
+    """A copy of ``frame`` that Arrow can store, column by column.
+
+    * A column of numbers with a whole number outside int64 (a valid ``delay: 1e30``
+      written as an integer) becomes float64, every value of the column converted the
+      same way: still numbers, exact up to 2⁵³ (the sweep file keeps the value as
+      written).
+    * A column Arrow cannot type otherwise (mappings, numbers mixed with text) is stored
+      as text, mappings and lists as compact JSON.
+    """
     out = frame.copy()
     for column in out.columns:
-        if out[column].dtype == object and not _arrow_typed(out[column]):
-            out[column] = out[column].map(_text)
+        values = out[column]
+        if values.dtype != object:
+            continue
+        if _numbers_beyond_int64(values):
+            out[column] = values.map(_as_float).astype("float64")
+        elif not _arrow_typed(values):
+            out[column] = values.map(_text)
     return out
+
+
+#: The whole numbers Arrow stores as int64.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _numbers_beyond_int64(values: pd.Series) -> bool:
+    """Every value is a number or missing, and some whole number is outside int64."""
+    present = [v for v in values if v is not None and not _is_nan(v)]
+    return all(_is_number(v) for v in present) and any(
+        isinstance(v, int) and not INT64_MIN <= v <= INT64_MAX for v in present
+    )
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and value != value
+
+
+def _as_float(value: Any) -> float:
+    return float("nan") if value is None else float(value)
 
 
 def _arrow_typed(values: pd.Series) -> bool:
@@ -82,6 +120,6 @@ def _arrow_typed(values: pd.Series) -> bool:
         return False
     try:
         pa.array(values, from_pandas=True)
-    except (pa.ArrowException, TypeError, ValueError):
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return False
     return True

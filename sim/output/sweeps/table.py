@@ -1,7 +1,8 @@
 """The sweep's table: one row per grid cell × case, each report field's mean and spread.
 
 A cell reads ``mean [min–max]``: the mean over the repeats and their range (the range is
-left out when all repeats agree, or there is one). A field that is ``null`` in some runs
+left out when all repeats agree, or there is one), all three in one notation
+(:func:`format_numbers`). A field that is ``null`` in some runs
 (a target never reached) is summarized over the runs that have it, followed by ``(k/n)``;
 ``never (0/n)`` when no run has it. With a ``baseline`` case, the speed-up fields get a
 ``<field> speed-up`` column: the baseline's mean in the same grid cell over this row's
@@ -101,17 +102,21 @@ def _speedup(base: pd.Series | None, values: pd.Series | None) -> str:
 
 
 def spread_cell(values: pd.Series | None) -> str:
-    """``mean [min–max]`` over the non-null values, with ``(k/n)`` when some are null."""
+    """``mean [min–max]`` over the non-null values, with ``(k/n)`` when some are null.
+
+    The mean and the range ends share one notation (:func:`format_numbers`)."""
     if values is None:
         return "—"
     n = len(values)
     present = _present(values)
     if present.empty:
         return f"never (0/{n})"
-    low, high = float(present.min()), float(present.max())
-    text = format_number(float(present.mean()))
+    mean, low, high = float(present.mean()), float(present.min()), float(present.max())
     if low != high:
-        text += f" [{format_number(low)}–{format_number(high)}]"
+        mean_text, low_text, high_text = format_numbers([mean, low, high])
+        text = f"{mean_text} [{low_text}–{high_text}]"
+    else:
+        text = format_number(mean)
     return text if len(present) == n else f"{text} ({len(present)}/{n})"
 
 
@@ -127,11 +132,41 @@ def mean_cell(values: pd.Series | None) -> str:
     return text if len(present) == n else f"{text} ({len(present)}/{n})"
 
 
+#: Significant digits of a number that is not a whole count.
+SIGNIFICANT = 4
+#: Whole numbers below this are written in full (exact counts: rounds, bytes).
+EXACT_BELOW = 1e15
+
+
 def format_number(value: float) -> str:
-    """Integers as integers, others with 4 significant digits."""
-    if math.isfinite(value) and value == round(value) and abs(value) < 1e15:
-        return str(round(value))
-    return f"{value:.4g}"
+    """One number: :func:`format_numbers` of it alone (like ``%.4g``, but whole numbers
+    in full)."""
+    return format_numbers([value])[0]
+
+
+def format_numbers(values: Sequence[float]) -> list[str]:
+    """Numbers that are read together (a mean and its range) in one notation.
+
+    Whole numbers (all of them) are written in full. Otherwise every number gets the
+    notation and the decimals that give the largest magnitude :data:`SIGNIFICANT`
+    significant digits, as ``%.4g`` would choose for it (scientific from 10⁴ up or
+    below 10⁻⁴), less the trailing zeros that all of them share:
+    ``1.748e+09 [1.032e+09–2.800e+09]``, ``4.5 [4.0–5.0]``.
+    """
+    finite = [v for v in values if math.isfinite(v)]
+    if all(v == round(v) and abs(v) < EXACT_BELOW for v in finite):
+        return [str(round(v)) if math.isfinite(v) else f"{v:g}" for v in values]
+    exponent = math.floor(math.log10(max(abs(v) for v in finite)))
+    kind = "e" if exponent < -4 or exponent >= SIGNIFICANT else "f"
+    decimals = SIGNIFICANT - 1 - (0 if kind == "e" else exponent)
+    while decimals > 0 and all(_same(v, decimals - 1, kind) for v in finite):
+        decimals -= 1
+    return [f"{v:.{decimals}{kind}}" if math.isfinite(v) else f"{v:g}" for v in values]
+
+
+def _same(value: float, decimals: int, kind: str) -> bool:
+    """True when ``decimals`` write ``value`` as the same number as ``decimals + 1``."""
+    return float(f"{value:.{decimals}{kind}}") == float(f"{value:.{decimals + 1}{kind}}")
 
 
 def markdown(table: Table, title: str | None = None, note: str | None = None) -> str:
