@@ -18,6 +18,12 @@ Methods, per connected component of n peers:
   complete, exponential: every edge is the image of an edge at peer 0 under an
   automorphism that keeps the rates) only the edges at one peer are solved; otherwise
   every edge is.
+
+Rates are scaled by a power of two (exact) so that the largest is in [½, 1) before
+either method runs, and χ₁, χ₂ scaled back: they are 1/rate-homogeneous, and a tiny
+rate (``1e-320``) would otherwise underflow λ₂ to 0. An edge whose rate is 0 (a rate
+that underflowed in ``rate·(1/deg(i) + 1/deg(j))/2``, as ``5e-324`` does) never rings
+and is left out; when none is left, χ₁ = χ₂ = ∞.
 """
 
 from __future__ import annotations
@@ -61,9 +67,22 @@ def graph_constants(
     transitive: bool = False,
     dense_max: int = DENSE_MAX_PEERS,
 ) -> GraphConstants:
-    """χ₁ and χ₂ of the rate-weighted graph (NaN for both when it has no edge)."""
+    """χ₁ and χ₂ of the rate-weighted graph (NaN for both when it has no edge).
+
+    Edges with rate 0 are left out (``inf`` for both when every rate is 0: nothing
+    mixes). χ₁ and χ₂ are computed on the rates scaled exactly to a largest in [½, 1),
+    then divided by that scale: ``inf`` when the true value exceeds the largest float,
+    never a division by zero.
+    """
     if edges.shape[0] == 0:
         return GraphConstants(math.nan, math.nan, "no edges")
+    ringing = rates > 0
+    if not np.any(ringing):
+        return GraphConstants(math.inf, math.inf, "rates 0")
+    if not np.all(ringing):  # the graph is no longer the vertex-transitive one
+        edges, rates, transitive = edges[ringing], rates[ringing], False
+    scale = math.ldexp(1.0, math.frexp(float(rates.max()))[1])  # a power of two
+    rates = rates / scale
     count, label = connected_components(laplacian(edges, rates, n_peers), directed=False)
     nodes_by = np.split(np.argsort(label, kind="stable"), np.cumsum(np.bincount(label))[:-1])
     edge_label = label[edges[:, 0]]
@@ -80,7 +99,8 @@ def graph_constants(
         lambda2, resistance = (_dense if dense else _sparse)(lap, solve)
         chi1, chi2 = max(chi1, 1 / lambda2), max(chi2, resistance / 2)
         methods.add("dense" if dense else "sparse")
-    return GraphConstants(chi1, chi2, "+".join(sorted(methods)))
+    # Python floats: an overflow gives inf, without numpy's RuntimeWarning
+    return GraphConstants(chi1 / scale, chi2 / scale, "+".join(sorted(methods)))
 
 
 def _dense(lap: sp.csr_matrix, edges: np.ndarray) -> tuple[float, float]:

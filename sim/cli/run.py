@@ -117,7 +117,7 @@ def _print_runs(summaries: Sequence[dict[str, Any]]) -> None:
     """Fields as rows; a column per seed (up to 4 runs) or min/max, and the mean."""
     import pandas as pd
 
-    from sim.output.sweeps.table import mean_cell
+    from sim.output.sweeps.table import is_target, mean_cell
 
     extra = [k for k in summaries[0] if k.startswith(("rounds_to_", "time_to_"))]
     fields = list(dict.fromkeys([*SUMMARY_COLUMNS[1:], *extra]))
@@ -134,7 +134,8 @@ def _print_runs(summaries: Sequence[dict[str, Any]]) -> None:
             rows.append([field, *cells, *([listing] if len(summaries) > 1 else [])])
             continue
         cells = [cell(v) for v in values] if few else _min_max(values)
-        rows.append([field, *cells, *([mean_cell(values)] if len(summaries) > 1 else [])])
+        mean = [mean_cell(values, target=is_target(field))] if len(summaries) > 1 else []
+        rows.append([field, *cells, *mean])
     print_table(headers, rows)
 
 

@@ -4,7 +4,9 @@ A cell reads ``mean [min–max]``: the mean over the repeats and their range (th
 left out when all repeats agree, or there is one), all three in one notation
 (:func:`format_numbers`). A field that is ``null`` in some runs
 (a target never reached) is summarized over the runs that have it, followed by ``(k/n)``;
-``never (0/n)`` when no run has it. With a ``baseline`` case, the speed-up fields get a
+``never (0/n)`` when no run has it, for a target field (``rounds_to_*``, ``time_to_*``);
+``—`` for any other field no run has (``final_var`` of runs stopped by a NaN:
+``null`` in ``summary.json``'s ``mean``). With a ``baseline`` case, the speed-up fields get a
 ``<field> speed-up`` column: the baseline's mean in the same grid cell over this row's
 mean (both over the runs that have a value).
 """
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from sim.output.run_folder import TARGET_PREFIXES
 from sim.output.sweeps.labels import json_text, show
 
 Table = tuple[list[str], list[list[str]]]
@@ -27,6 +30,14 @@ NOTE = (
 )
 #: Added to :data:`NOTE` when the table has speed-up columns.
 SPEEDUP_NOTE = "Speed-up: the baseline case's mean in the same grid cell / the row's mean."
+#: The cell of a field that is not a target when no run has a value for it.
+NO_VALUE = "—"
+
+
+def is_target(field: str) -> bool:
+    """True for a variance-target field (``rounds_to_*``, ``time_to_*``): ``null`` in a
+    run that never reached it, so an empty cell reads ``never``."""
+    return field.startswith(TARGET_PREFIXES)
 
 
 def table_note(table: Table) -> str:
@@ -65,7 +76,7 @@ def sweep_table(
     rows = []
     for _, group in grouped:
         cells = [show_key(group[column].iloc[0]) for column in group_by]
-        cells += [spread_cell(group.get(field)) for field in report]
+        cells += [spread_cell(group.get(field), target=is_target(field)) for field in report]
         if compared:
             base = _baseline_runs(runs, group_by, group, str(baseline))
             cells += [_speedup(base.get(field), group.get(field)) for field in compared]
@@ -101,16 +112,17 @@ def _speedup(base: pd.Series | None, values: pd.Series | None) -> str:
     return format_number(ratio) if math.isfinite(ratio) else "—"
 
 
-def spread_cell(values: pd.Series | None) -> str:
+def spread_cell(values: pd.Series | None, target: bool = True) -> str:
     """``mean [min–max]`` over the non-null values, with ``(k/n)`` when some are null.
 
-    The mean and the range ends share one notation (:func:`format_numbers`)."""
+    The mean and the range ends share one notation (:func:`format_numbers`). When no
+    value is present: ``never (0/n)`` for a ``target`` field, else :data:`NO_VALUE`."""
     if values is None:
         return "—"
     n = len(values)
     present = _present(values)
     if present.empty:
-        return f"never (0/{n})"
+        return _empty_cell(n, target)
     mean, low, high = float(present.mean()), float(present.min()), float(present.max())
     if low != high:
         mean_text, low_text, high_text = format_numbers([mean, low, high])
@@ -120,16 +132,23 @@ def spread_cell(values: pd.Series | None) -> str:
     return text if len(present) == n else f"{text} ({len(present)}/{n})"
 
 
-def mean_cell(values: pd.Series | None) -> str:
-    """Mean over the non-null values, with ``(k/n)`` when some are null (``avsim run``)."""
+def mean_cell(values: pd.Series | None, target: bool = True) -> str:
+    """Mean over the non-null values, with ``(k/n)`` when some are null (``avsim run``);
+    when none is present, ``never (0/n)`` for a ``target`` field, else :data:`NO_VALUE`."""
     if values is None:
         return "—"
     n = len(values)
     present = _present(values)
     if present.empty:
-        return f"never (0/{n})"
+        return _empty_cell(n, target)
     text = format_number(float(present.mean()))
     return text if len(present) == n else f"{text} ({len(present)}/{n})"
+
+
+def _empty_cell(n: int, target: bool) -> str:
+    """A field no run of ``n`` has: a target was never reached; anything else (a NaN
+    stop's ``final_var``) simply has no value, as ``null`` in ``summary.json``."""
+    return f"never (0/{n})" if target else NO_VALUE
 
 
 #: Significant digits of a number that is not a whole count.
