@@ -13,7 +13,7 @@ HIVEMIND_PIP := $(HIVEMIND_VENV)/bin/python -m pip install --quiet
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dask]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dask,fast]'
 	touch $(STAMP)
 
 run: $(STAMP)

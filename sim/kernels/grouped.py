@@ -6,8 +6,10 @@ gathers its members into a padded (groups, size, columns) array and reduces it; 
 states are one tile per bucket, large ones use cache-sized column blocks so the state
 is read and written about once. The arithmetic uses only array-API operations (``take``,
 ``sum``, ``where``, ``reshape``, ``concat``), so the same code runs on numpy, CuPy and
-``array_api_strict``. numpy arrays are updated in place, tile by tile; other namespaces
-get a new array. Both paths run the same tiles, so their values are bit-identical.
+``array_api_strict``. numpy arrays are updated in place: :func:`group_mean` hands the
+columns it can to the fused kernels of :mod:`sim.kernels.fused` (one read and one write
+of each member row), the rest tile by tile; other namespaces get a new array. All paths
+give the tiles' values, bit for bit.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from sim.kernels._xp import GATHER_ELEMENTS, column, is_numpy, namespace, take_rows, to_backend
+from sim.kernels.fused import backend_for, fused_columns, fused_group_mean
 from sim.kernels.groups import Groups
 
 #: Size, in elements of the padded gather, of a column block once a bucket's whole
@@ -92,9 +95,11 @@ def group_mean(x: Any, groups: Groups, weights: np.ndarray | None = None) -> Any
     if not is_numpy(x):
         return assign_groups(x, groups, group_means(x, groups, weights))
     for bucket, blocks in _buckets(groups, int(x.shape[1])):
+        done = _fused(x, groups, bucket, blocks, weights, totals)
         for cols in blocks:
-            means = _tile_means(np, x, bucket, weights, totals, cols)
-            _write_tile(x, groups, bucket, means, cols)
+            if cols[0] >= done:
+                means = _tile_means(np, x, bucket, weights, totals, cols)
+                _write_tile(x, groups, bucket, means, cols)
     return x
 
 
@@ -141,6 +146,25 @@ def _buckets(groups: Groups, dim: int) -> Iterator[tuple[_Bucket, list[tuple[int
         if rows.size * dim > GATHER_ELEMENTS:
             width = max(MIN_BLOCK_COLUMNS, CACHE_ELEMENTS // rows.size)
         yield _Bucket(first, stop, rows), [(c, min(c + width, dim)) for c in range(0, dim, width)]
+
+
+def _fused(
+    x: np.ndarray,
+    groups: Groups,
+    bucket: _Bucket,
+    blocks: list[tuple[int, int]],
+    weights: np.ndarray | None,
+    totals: np.ndarray,
+) -> int:
+    """numpy: the bucket's leading columns through a fused kernel; how many it did."""
+    n_columns = fused_columns(blocks)
+    members = int(groups.offsets[bucket.stop] - groups.offsets[bucket.first])
+    backend = backend_for(x, members, n_columns)
+    if backend is None:
+        return 0
+    span = (bucket.first, bucket.stop)
+    fused_group_mean(x, groups, span, n_columns, weights, totals, backend)
+    return n_columns
 
 
 def _columns(x: Any, cols: tuple[int, int]) -> Any:
