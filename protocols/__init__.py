@@ -17,7 +17,14 @@ from typing import Annotated, Any, Union
 from pydantic import Field
 
 from protocols._registry import REGISTRY
-from protocols.base import BarrierProtocol, ContinuousProtocol, Protocol, clocks_of
+from protocols.base import (
+    BarrierProtocol,
+    ContinuousProtocol,
+    GroupProtocol,
+    Protocol,
+    clocks_of,
+    schedules_of,
+)
 from sim.core.errors import ScenarioError
 
 
@@ -63,8 +70,10 @@ __all__ = [
     "REGISTRY",
     "BarrierProtocol",
     "ContinuousProtocol",
+    "GroupProtocol",
     "Protocol",
     "clocks_of",
     "get",
     "params_union",
+    "schedules_of",
 ]

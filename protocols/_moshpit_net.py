@@ -19,9 +19,10 @@ most ``part_bytes`` (of the uncompressed vector). Per piece p of part j:
 - *reply* flows j → i behind that gate (the reducer reduced the piece once every request
   ended), each after i's own request of the piece (no reply to a request that failed).
 
-Flows start when the group assembles. A request still in flight ``sender_timeout`` after
-it started, or a reply ``reducer_timeout`` after, is cancelled: the receiver gave up on
-a slow member. Bytes are those of the compressed piece.
+Flows start when the group assembles (:func:`group_butterfly`, ``schedule: async``: a
+request leaves when its sender learns of the group). A request still in flight
+``sender_timeout`` after it started, or a reply ``reducer_timeout`` after, is cancelled:
+the receiver gave up on a slow member. Bytes are those of the compressed piece.
 """
 
 from __future__ import annotations
@@ -224,3 +225,18 @@ def everyone_but(plan: Butterfly, failed: np.ndarray) -> tuple[np.ndarray, np.nd
 def timeout_or_inf(value: float | None) -> float:
     """A timeout in seconds, ``inf`` for none."""
     return math.inf if value is None else float(value)
+
+
+def group_butterfly(
+    members: np.ndarray, notify_s: np.ndarray, shares: ShareCache, setup: ButterflySetup
+) -> tuple[Butterfly | None, Flows]:
+    """One group's butterfly under ``schedule: async`` (``members`` in chunk order): its
+    plan (None when no member can reduce) and flows, whose requests leave when their
+    sender learns of the group, ``notify_s`` ((g,) seconds after the assembly)."""
+    plans, flows = plan_groups(Matched([members], np.zeros(1), 0.0), shares, setup)
+    if not plans:
+        return None, flows
+    plan = plans[0]
+    assert flows.start_s is not None
+    flows.start_s[: plan.n_requests] = notify_s[plan.sender]
+    return plan, flows

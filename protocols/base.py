@@ -9,6 +9,11 @@ base classes, one per way of running (the engine picks its schedule by type):
 - :class:`ContinuousProtocol`: continuous time; on the ``network`` clock its own SimPy
   process (:meth:`ContinuousProtocol.network_process`) sends flows whenever it likes.
 
+Under ``schedule: async`` (network clock; :func:`schedules_of` says who runs there) a
+:class:`GroupProtocol` forms its groups one at a time by hivemind's matchmaking, a
+collective :class:`BarrierProtocol` (``collective``) waits for every present peer's local
+work before each attempt, and a :class:`ContinuousProtocol` runs unchanged.
+
 Each class's docstring lists exactly what a subclass sets, must implement and may
 override. The types exchanged with the engine live in :mod:`protocols.contract`;
 defining a concrete class registers it (:mod:`protocols._registry`). A protocol picks
@@ -30,6 +35,8 @@ from protocols import _registry
 from protocols._common import wire_of
 from protocols.contract import (
     Context,
+    GroupPlan,
+    Matchmaking,
     RoundPlan,
     RoundStats,
     RowValues,
@@ -254,8 +261,17 @@ class BarrierProtocol(Protocol):
     idealisation of its network plan (Moshpit: groups by key at once, where the network
     clock matchmakes in simulated time). The override must draw from ``ctx.rng`` what
     :meth:`plan` draws, in the same order, and the clocks' equivalence tests must pass.
+
+    A subclass **may set** ``collective`` [False]: True for a collective (ring
+    all-reduce) that also runs under ``schedule: async``, where each attempt starts once
+    every present peer has done its local work (``peers.compute`` + ``delay``). Without
+    it (and unless it is a :class:`GroupProtocol`), ``schedule: async`` is refused.
     Everything else as :class:`Protocol`.
     """
+
+    #: A collective: under ``schedule: async`` an attempt waits for every present
+    #: peer's local work (:class:`sim.engine.collective.CollectiveEngine`).
+    collective: ClassVar[bool] = False
 
     @abstractmethod
     def plan(self, present: np.ndarray, t: int) -> RoundPlan:
@@ -298,6 +314,67 @@ class ContinuousProtocol(Protocol):
     def sync(self, state: State, now: float) -> None:
         """Bring every peer's rows to simulated time ``now`` (the engine measures right
         after); nothing for a protocol whose state is current at every instant."""
+
+
+class GroupProtocol(BarrierProtocol):
+    """A barrier protocol whose groups also form one at a time under ``schedule: async``
+    (moshpit, random_groups): every present peer loops over its local work and a group
+    step, and groups form by hivemind's matchmaking (:mod:`sim.engine.matchmaking`)
+    instead of in rounds. Barrier rounds (:meth:`plan`) are unchanged.
+
+    A subclass **implements**, besides what :class:`BarrierProtocol` asks:
+
+    - :meth:`group_key`: the key a peer declares itself under at a step;
+    - :meth:`matchmaking`: the rules (:class:`~protocols.contract.Matchmaking`);
+    - :meth:`group_plan`: one assembled group's flows and arithmetic
+      (:class:`~protocols.contract.GroupPlan`), which draws nothing from ``ctx.rng``
+      (the leader's draws come with the group).
+
+    A subclass **may override** :meth:`count_too_small` [count nothing]. Everything
+    else as :class:`BarrierProtocol`.
+    """
+
+    @abstractmethod
+    def group_key(self, peer: int, step: int) -> int:
+        """The key ``peer`` declares itself under at its ``step``-th averaging step
+        (0-based, the steps it averaged so far)."""
+
+    @abstractmethod
+    def matchmaking(self) -> Matchmaking:
+        """The matchmaking rules of this protocol's parameters."""
+
+    @abstractmethod
+    def group_plan(
+        self, members: np.ndarray, notify_s: np.ndarray, chunks: np.ndarray
+    ) -> GroupPlan:
+        """The all-reduce of one assembled group.
+
+        Parameters
+        ----------
+        members
+            (g,) peers in chunk order (the leader's shuffle): member k reduces part k.
+        notify_s
+            (g,) seconds after the assembly at which member k learns of the group and
+            starts sending (0 for the leader).
+        chunks
+            (g,) int, member k's new key index (hivemind's generalized index), for
+            protocols that re-key.
+        """
+
+    def count_too_small(self) -> None:
+        """A leader's gathering closed under ``min_group_size`` and disbanded (default:
+        nothing to count)."""
+
+
+def schedules_of(cls: type[Protocol]) -> tuple[str, ...]:
+    """The network clock's schedules a protocol class runs: ``("barrier", "async")`` for
+    group protocols, collectives and continuous-time protocols, ``("barrier",)`` for
+    other barrier protocols, ``()`` for a rounds-only :class:`Protocol`."""
+    if issubclass(cls, GroupProtocol | ContinuousProtocol):
+        return ("barrier", "async")
+    if issubclass(cls, BarrierProtocol):
+        return ("barrier", "async") if cls.collective else ("barrier",)
+    return ()
 
 
 def clocks_of(cls: type[Protocol]) -> tuple[str, ...]:

@@ -4,7 +4,9 @@ import.
 A protocol (:mod:`protocols.base`) works on a :class:`State` with what it may know of
 the run (:class:`Context`). On the rounds clock and in barrier rounds of the network
 clock it reports each round as :class:`RoundStats`; a barrier round is planned once as a
-:class:`RoundPlan` (its :class:`Flows`, then its arithmetic). A continuous-time protocol
+:class:`RoundPlan` (its :class:`Flows`, then its arithmetic). Under ``schedule: async`` a
+group protocol tells the matchmaker its rules (:class:`Matchmaking`) and plans each
+assembled group once as a :class:`GroupPlan`. A continuous-time protocol
 gets the run's environment and flow network as a :class:`RunEnv`. The exact-target
 tracker listens to state changes through :class:`RowWatcher`, reading rows as
 :class:`RowValues`. Nothing here imports the engine: the contract sits below both.
@@ -156,6 +158,60 @@ class RoundPlan:
     timed_out: np.ndarray | None = None  # filled by the network clock
 
 
+@dataclass(frozen=True)
+class Matchmaking:
+    """What hivemind's matchmaking needs from a group protocol (``schedule: async``,
+    :meth:`protocols.base.GroupProtocol.matchmaking`).
+
+    Parameters
+    ----------
+    group_size
+        M: a leader assembles at once when its group reaches M members.
+    min_group_size
+        The smallest group that runs; a leader with fewer members at its expiration
+        disbands.
+    time_s
+        ``matchmaking_time``, seconds (> 0): a declaration expires this long after it is
+        made.
+    timeout_s
+        ``averaging_timeout``, seconds, resolved: a step that has not averaged this long
+        after it started gives up (a failed step).
+    latency_s
+        ``matchmaking_latency``, seconds: the delay of a DHT declare or lookup; None: each
+        peer's own default (one route latency to a typical peer).
+    """
+
+    group_size: int
+    min_group_size: int
+    time_s: float
+    timeout_s: float
+    latency_s: float | None = None
+
+
+#: ``settle(state, lost) -> averaged``: one async group's arithmetic once its flows have
+#: ended; ``lost`` ((n_peers,) bool) marks the members preempted meanwhile; returns (g,)
+#: bool, the members (in :attr:`GroupPlan.members` order) whose step succeeded.
+Settle = Callable[[State, np.ndarray], np.ndarray]
+
+
+@dataclass
+class GroupPlan:
+    """One assembled group's all-reduce under ``schedule: async``, planned once.
+
+    ``flows()`` builds the group's :class:`Flows` (as a barrier round's; each root starts
+    at its ``start_s``, seconds after the group assembled: when its sender learnt of the
+    group). The network clock sends them, fills ``delivered`` and ``timed_out``, and the
+    engine calls ``settle(state, lost)`` once every flow has ended, with the members
+    lost meanwhile. Groups run side by side; each plan sees only its own flows.
+    """
+
+    members: np.ndarray  # (g,) peers, chunk order
+    settle: Settle
+    flows: Callable[[], Flows] = Flows.none
+    delivered: np.ndarray | None = None  # filled by the network clock
+    timed_out: np.ndarray | None = None  # filled by the network clock
+
+
 @dataclass
 class RunEnv:
     """What a continuous-time protocol's process gets from the run (network clock).
@@ -220,10 +276,13 @@ __all__ = [
     "Context",
     "Finish",
     "Flows",
+    "GroupPlan",
+    "Matchmaking",
     "RoundPlan",
     "RoundStats",
     "RowValues",
     "RowWatcher",
     "RunEnv",
+    "Settle",
     "State",
 ]

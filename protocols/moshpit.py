@@ -38,6 +38,14 @@ reaches the members whose reply arrived, the others keep their local values (the
 mean may drift: ``mean_drift``); ``abort`` — the group keeps its vectors and keys.
 Client-mode peers (``peers.classes[].client``) reduce no part.
 
+``schedule: async`` (network clock, :mod:`sim.engine.asynchronous`): every peer loops
+over its local work and a step; a step declares the peer under its key
+(:meth:`Moshpit.group_key`: its key, or on the fixed grid its line along axis
+step mod d) and hivemind's matchmaking assembles groups one at a time
+(:mod:`sim.engine.matchmaking`; ``matchmaking_latency``, ``averaging_timeout``). Each
+group runs the same butterfly and fault models; its members re-key with the leader's
+draws (hivemind's generalized index) instead of their positions.
+
 Messages: every group that forms runs a butterfly all-reduce: a group of g moves
 2·(g−1)·S bytes in 2·g·(g−1) messages (S = vector bytes).
 
@@ -69,6 +77,7 @@ from pydantic import Field, model_validator
 
 from protocols import _grid
 from protocols import _moshpit_net as net
+from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT, async_rules
 from protocols._butterfly import ButterflySetup, ShareCache, compressed_round
 from protocols._common import (
     Bytes,
@@ -79,8 +88,16 @@ from protocols._common import (
     shift_drift,
     wire_of,
 )
-from protocols.base import BarrierProtocol, ProtocolParams
-from protocols.contract import IDLE_ROUND_S, Context, RoundPlan, RoundStats, State
+from protocols.base import GroupProtocol, ProtocolParams
+from protocols.contract import (
+    IDLE_ROUND_S,
+    Context,
+    GroupPlan,
+    Matchmaking,
+    RoundPlan,
+    RoundStats,
+    State,
+)
 from protocols.footprint import Footprint, butterfly_footprint
 from sim.kernels import Groups, group_mean
 from sim.kernels.butterfly import butterfly_pieces
@@ -99,6 +116,8 @@ class MoshpitParams(ProtocolParams):
     load_balance: bool = Field(default=True, description="LP part shares (network clock)")
     matchmaking_time: Seconds = Field(default=5.0, ge=0, description="seconds (network clock)")
     min_group_size: int = Field(default=2, ge=1, description="smallest group that averages")
+    matchmaking_latency: Seconds | None = Field(default=None, ge=0, description=LATENCY_TEXT)
+    averaging_timeout: Seconds | None = Field(default=None, ge=0, description=TIMEOUT_TEXT)
     part_bytes: Bytes = Field(default=512 * 1024, description="pipelining part (network clock)")
     sender_timeout: Seconds | None = Field(
         default=None, ge=0, description="seconds a reducer waits for a piece (null: forever)"
@@ -140,10 +159,11 @@ def _groups_of(members: list[np.ndarray], n_peers: int) -> Groups:
     return Groups.from_labels(labels, np.concatenate([visit, rest]))
 
 
-class Moshpit(BarrierProtocol):
+class Moshpit(GroupProtocol):
     """Moshpit All-Reduce (re-keyed or fixed grid): groups by key at once on the rounds
-    clock (:meth:`round`), matchmaking and butterflies as flows on the network clock
-    (:meth:`plan`)."""
+    clock (:meth:`round`), matchmaking and butterflies as flows in barrier rounds on the
+    network clock (:meth:`plan`), or one group at a time under ``schedule: async``
+    (:meth:`group_key`, :meth:`matchmaking`, :meth:`group_plan`)."""
 
     Params = MoshpitParams
     description = "Moshpit All-Reduce: groups on a virtual M^d grid, re-keyed every round"
@@ -299,42 +319,114 @@ class Moshpit(BarrierProtocol):
         timed_out: np.ndarray,
         lost: np.ndarray,
     ) -> RoundStats:
-        """The round's arithmetic from what each group's flows achieved."""
-        fault = self.params.fault_model
+        """The round's arithmetic from what each group's flows achieved; clean groups on
+        an exact wire are averaged together, in one batch."""
         self.counters["flows_timed_out"] += int(np.count_nonzero(timed_out))
         clean_groups: list[np.ndarray] = []
         shift = np.zeros(self.ctx.dim)
         for plan in plans:
-            request_ok, reply_ok, failed = net.outcome(plan, delivered, timed_out, lost)
-            clean = bool(request_ok.all() and reply_ok.all() and not failed.any())
-            self.counters["members_failed"] += int(np.count_nonzero(failed))
-            if not clean and fault == "abort":
-                self.counters["groups_aborted"] += 1
-                continue
-            self.counters["groups_formed"] += 1
-            if clean and self.wire.exact:
+            positions = np.arange(plan.members.size)
+            _, batched, moved = self._settle_group(
+                state, plan, delivered, timed_out, lost, positions
+            )
+            if batched:
                 clean_groups.append(plan.members)
-            else:
-                if clean or fault == "idealized":
-                    contributes, receives = net.everyone_but(plan, failed)
-                else:
-                    contributes, receives = net.contributions(
-                        plan, request_ok, reply_ok, lost[plan.members]
-                    )
-                state.x, moved = butterfly_pieces(
-                    state.x, plan.members, plan.bounds, plan.reducer, contributes, receives,
-                    self.wire,
-                )  # fmt: skip
+            elif moved is not None:
                 shift += moved
-            self._rekey(plan.members[~failed], np.flatnonzero(~failed))
         if clean_groups:
             state.x = group_mean(state.x, _groups_of(clean_groups, self.ctx.n_peers))
         return RoundStats(mean_drift=self._drift(shift))
 
-    def _rekey(self, members: np.ndarray, positions: np.ndarray) -> None:
+    def _settle_group(
+        self,
+        state: State,
+        plan: net.Butterfly,
+        delivered: np.ndarray,
+        timed_out: np.ndarray,
+        lost: np.ndarray,
+        chunks: np.ndarray,
+    ) -> tuple[np.ndarray | None, bool, np.ndarray | None]:
+        """One group's outcome: (failed (g,) bool, or None when ``abort`` cancelled it;
+        ``batched``: a clean group on an exact wire, left for the caller to average;
+        the sum's shift (dim,) when the butterfly ran here). Counts, runs the butterfly
+        of a group that is not batched, and re-keys the members that did not fail with
+        ``chunks`` ((g,) their new key indices)."""
+        fault = self.params.fault_model
+        request_ok, reply_ok, failed = net.outcome(plan, delivered, timed_out, lost)
+        clean = bool(request_ok.all() and reply_ok.all() and not failed.any())
+        self.counters["members_failed"] += int(np.count_nonzero(failed))
+        if not clean and fault == "abort":
+            self.counters["groups_aborted"] += 1
+            return None, False, None
+        self.counters["groups_formed"] += 1
+        batched, moved = clean and self.wire.exact, None
+        if not batched:
+            if clean or fault == "idealized":
+                contributes, receives = net.everyone_but(plan, failed)
+            else:
+                contributes, receives = net.contributions(
+                    plan, request_ok, reply_ok, lost[plan.members]
+                )
+            state.x, moved = butterfly_pieces(
+                state.x, plan.members, plan.bounds, plan.reducer, contributes, receives,
+                self.wire,
+            )  # fmt: skip
+        self._rekey(plan.members[~failed], chunks[~failed])
+        return failed, batched, moved
+
+    # -- schedule: async -------------------------------------------------------------------
+    def group_key(self, peer: int, step: int) -> int:
+        """The peer's key (``rekey: true``); on the fixed grid its line along axis
+        ``step`` mod d, offset by the axis so that lines of different axes never meet."""
+        if self.params.rekey:
+            return int(self.keys[peer])
+        dims, size = self.params.grid_dims, self.params.group_size
+        axis = step % dims
+        return axis * size ** (dims - 1) + int(self.lines[axis][peer])
+
+    def matchmaking(self) -> Matchmaking:
+        """``group_size``, ``min_group_size``, ``matchmaking_time``, ``averaging_timeout``
+        (null: 4 × ``matchmaking_time``) and ``matchmaking_latency``."""
+        return async_rules(self.params)
+
+    def group_plan(
+        self, members: np.ndarray, notify_s: np.ndarray, chunks: np.ndarray
+    ) -> GroupPlan:
+        """The group's streaming butterfly (:func:`protocols._moshpit_net.group_butterfly`)
+        and its arithmetic, as one group of a barrier round's :meth:`_finish`; members
+        that did not fail take their new keys from ``chunks``."""
+        plan, flows = net.group_butterfly(members, notify_s, self._shares, self._setup)
+        if plan is None:  # no member can reduce (all in client mode)
+            self.counters["groups_failed"] += 1
+        g, n = members.size, self.ctx.n_peers
+
+        def settle(state: State, lost: np.ndarray) -> np.ndarray:
+            if plan is None:
+                return np.zeros(g, dtype=bool)
+            assert planned.delivered is not None
+            assert planned.timed_out is not None
+            self.counters["flows_timed_out"] += int(np.count_nonzero(planned.timed_out))
+            failed, batched, _ = self._settle_group(
+                state, plan, planned.delivered, planned.timed_out, lost, chunks
+            )
+            if failed is None:
+                return np.zeros(g, dtype=bool)
+            if batched:
+                state.x = group_mean(state.x, _groups_of([plan.members], n))
+            return ~failed
+
+        planned = GroupPlan(members, settle, lambda: flows)
+        return planned
+
+    def count_too_small(self) -> None:
+        """A gathering under ``min_group_size`` is a group that failed to form (as in
+        barrier rounds' matchmaking)."""
+        self.counters["groups_failed"] += 1
+
+    def _rekey(self, members: np.ndarray, chunks: np.ndarray) -> None:
         if self.params.rekey and members.size:
             size, dims = self.params.group_size, self.params.grid_dims
-            self.keys[members] = _grid.rekey(self.keys[members], positions, size, dims)
+            self.keys[members] = _grid.rekey(self.keys[members], chunks, size, dims)
 
     def _keyed_groups(self, mask: np.ndarray) -> Groups:
         size, dims = self.params.group_size, self.params.grid_dims

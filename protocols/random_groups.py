@@ -7,6 +7,14 @@ vectors by the group mean. When fewer than M peers are present (r = 0) they form
 group together. Absent peers keep their vectors. With N present peers and M dividing N
 the expected one-round variance factor is (r−1)/(N−1).
 
+``schedule: async`` (network clock): every peer loops over its local work and a step; a
+step's group forms by hivemind's matchmaking under one key (0 group bits): up to
+``group_size`` peers, at least ``min_group_size``, ``matchmaking_time``,
+``matchmaking_latency``, ``averaging_timeout``. Each group runs moshpit's butterfly
+planner with equal shares (:func:`protocols._moshpit_net.group_butterfly`, one piece per
+part) and averages without the members lost meanwhile. Barrier rounds ignore these four
+parameters.
+
 Messages: each group runs a butterfly all-reduce: a group of g moves 2·(g−1)·S bytes in
 2·g·(g−1) messages (S = vector bytes). ``compression`` (fp16, uniform8, quantile8)
 quantizes every part sent and every reduced part sent back (equal shares, one message
@@ -30,8 +38,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from protocols import _moshpit_net as net
+from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT, async_rules
 from protocols._butterfly import (
     ButterflySetup,
     ShareCache,
@@ -40,9 +50,24 @@ from protocols._butterfly import (
     compressed_round,
     without,
 )
-from protocols._common import Compression, as_mask, butterfly_traffic, shift_drift, wire_of
-from protocols.base import BarrierProtocol, ProtocolParams
-from protocols.contract import Context, Flows, RoundPlan, RoundStats, State
+from protocols._common import (
+    Compression,
+    Seconds,
+    as_mask,
+    butterfly_traffic,
+    shift_drift,
+    wire_of,
+)
+from protocols.base import GroupProtocol, ProtocolParams
+from protocols.contract import (
+    Context,
+    Flows,
+    GroupPlan,
+    Matchmaking,
+    RoundPlan,
+    RoundStats,
+    State,
+)
 from protocols.footprint import Footprint, butterfly_footprint
 from sim.kernels import Groups, group_mean
 
@@ -53,6 +78,24 @@ class RandomGroupsParams(ProtocolParams):
     name: Literal["random_groups"] = "random_groups"
     group_size: int = Field(default=8, ge=1, description="peers per group M")
     compression: Compression = Field(default="none", description="wire compression")
+    min_group_size: int = Field(
+        default=2, ge=1, description="schedule async: smallest group that averages"
+    )
+    matchmaking_time: Seconds = Field(
+        default=5.0, ge=0, description="schedule async: seconds a declaration lasts"
+    )
+    matchmaking_latency: Seconds | None = Field(default=None, ge=0, description=LATENCY_TEXT)
+    averaging_timeout: Seconds | None = Field(default=None, ge=0, description=TIMEOUT_TEXT)
+
+    @model_validator(mode="after")
+    def _check_sizes(self) -> RandomGroupsParams:
+        # only when given: the default 2 stays valid with group_size 1 (capped at it)
+        if "min_group_size" in self.model_fields_set and self.min_group_size > self.group_size:
+            raise ValueError(
+                f"min_group_size must be at most group_size ({self.group_size}), "
+                f"got {self.min_group_size}"
+            )
+        return self
 
 
 def random_partition(rows: np.ndarray, group_size: int, n_peers: int) -> Groups:
@@ -78,8 +121,9 @@ def random_partition(rows: np.ndarray, group_size: int, n_peers: int) -> Groups:
     return Groups(n_peers, table[table >= 0], starts, counts)
 
 
-class RandomGroups(BarrierProtocol):
-    """Each round, random disjoint groups of ``group_size`` present peers average."""
+class RandomGroups(GroupProtocol):
+    """Each round, random disjoint groups of ``group_size`` present peers average; under
+    ``schedule: async`` groups of up to ``group_size`` form by matchmaking."""
 
     Params = RandomGroupsParams
     description = "each round the present peers are shuffled into groups that average"
@@ -136,3 +180,28 @@ class RandomGroups(BarrierProtocol):
         state.x = group_mean(state.x, groups)
         nbytes, messages = butterfly_traffic(groups.counts, self.ctx.vector_bytes)
         return RoundStats(bytes_sent=nbytes, messages=messages)
+
+    # -- schedule: async -------------------------------------------------------------------
+    def group_key(self, peer: int, step: int) -> int:
+        """One key for everyone (hivemind with no group bits)."""
+        return 0
+
+    def matchmaking(self) -> Matchmaking:
+        """``group_size``, ``min_group_size``, ``matchmaking_time``, ``averaging_timeout``
+        (null: 4 × ``matchmaking_time``) and ``matchmaking_latency``."""
+        return async_rules(self.params)
+
+    def group_plan(
+        self, members: np.ndarray, notify_s: np.ndarray, chunks: np.ndarray
+    ) -> GroupPlan:
+        """Moshpit's butterfly planner with equal shares; the group averages without the
+        members lost meanwhile (they keep their vectors), as a barrier round does.
+        ``chunks`` is unused: there are no keys."""
+        _, flows = net.group_butterfly(members, notify_s, self._shares, self._setup)
+        groups = Groups.single(members, self.ctx.n_peers)
+
+        def settle(state: State, lost: np.ndarray) -> np.ndarray:
+            self.average(state, without(groups, lost) if lost[members].any() else groups)
+            return ~lost[members]
+
+        return GroupPlan(members, settle, lambda: flows)

@@ -15,7 +15,9 @@ was preempted) fails at once without sending: the connection is broken for the r
 the attempt. On the rounds clock an attempt is instant and succeeds over the present
 peers. On the network clock any loss of a member aborts the attempt: everyone keeps its
 old vector, and the next attempt starts ``restart_delay`` seconds later with the peers
-then present.
+then present. Under ``schedule: async`` the ring is a collective
+(:class:`sim.engine.collective.CollectiveEngine`): each attempt first waits for every
+present peer's local work, max(``compute`` + ``delay``) over them.
 
 ``compression`` quantizes every message (:func:`sim.kernels.ring.ring_reduce`): each hop
 of the reduce-scatter re-encodes the partial sum it forwards; the all-gather sends the
@@ -91,6 +93,8 @@ class RingAllreduce(BarrierProtocol):
     Params = RingAllreduceParams
     description = "ring all-reduce of the present peers; any loss aborts, restart after a delay"
     invariants = frozenset({"sum", "hull", "drift_reported", "absent_unchanged"})
+    #: schedule async: each attempt waits for every present peer's local work.
+    collective = True
 
     @classmethod
     def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:

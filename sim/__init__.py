@@ -6,6 +6,7 @@ The Python API the CLI and the notebooks call::
     sc = sim.load_scenario("scenarios/quickstart.yaml", overrides={"peers.count": 128})
     res = sim.run(sc, seed=0)                      # one RunResult
     runs = sim.run(sc, repeats=3, out="results/x")  # three, written to a result folder
+    traced = sim.run(sc, trace=sim.TraceOptions())  # with traced.trace (network clock)
     study = sim.sweep("study.yaml", repeats=2)      # in memory; out=... writes the folder
 
 A script that runs a sweep with worker processes needs ``if __name__ == "__main__":``
@@ -25,6 +26,7 @@ from sim.core.errors import AvsimError, ScenarioError
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from sim.api import run
     from sim.engine.result import RunResult
+    from sim.engine.trace import TraceOptions
     from sim.model.scenario import load_scenario, scenario_from_mapping
     from sim.output.run_folder import write_result
     from sim.output.sweeps import SweepResult, load_sweep, sweep
@@ -32,6 +34,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
 _LAZY = {
     "run": "sim.api",
     "RunResult": "sim.engine.result",
+    "TraceOptions": "sim.engine.trace",
     "load_scenario": "sim.model.scenario",
     "scenario_from_mapping": "sim.model.scenario",
     "write_result": "sim.output.run_folder",
@@ -52,6 +55,7 @@ __all__ = [
     "RunResult",
     "ScenarioError",
     "SweepResult",
+    "TraceOptions",
     "load_scenario",
     "load_sweep",
     "run",

@@ -5,7 +5,8 @@
 …`` and returns them as a list (even for ``k = 1``), ready for
 :func:`sim.output.run_folder.write_result`. The scenario may be a :class:`Scenario`, a scenario file
 or a mapping; ``overrides`` are the CLI's ``--set`` as a ``{dotted.key: value}`` mapping.
-Nothing is written unless ``out`` is given.
+Nothing is written unless ``out`` is given. ``trace=TraceOptions(...)`` records each
+run's timeline (:mod:`sim.engine.trace`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, overload
 
 from sim.core.errors import ScenarioError
 from sim.engine.result import RunResult
+from sim.engine.trace import TraceOptions
 from sim.model.scenario import Scenario, load_scenario, scenario_from_mapping
 
 #: ``progress(fraction)``: the fraction of all the runs done, from 0 to 1.
@@ -34,6 +36,7 @@ def run(
     overrides: Mapping[str, Any] | None = None,
     out: str | os.PathLike[str] | None = None,
     force: bool = False,
+    trace: TraceOptions | None = None,
     **engine_options: Any,
 ) -> RunResult: ...
 
@@ -48,6 +51,7 @@ def run(
     overrides: Mapping[str, Any] | None = None,
     out: str | os.PathLike[str] | None = None,
     force: bool = False,
+    trace: TraceOptions | None = None,
     **engine_options: Any,
 ) -> list[RunResult]: ...
 
@@ -61,6 +65,7 @@ def run(
     overrides: Mapping[str, Any] | None = None,
     out: str | os.PathLike[str] | None = None,
     force: bool = False,
+    trace: TraceOptions | None = None,
     **engine_options: Any,
 ) -> RunResult | list[RunResult]:
     """Run a scenario once, or ``repeats`` times, and optionally write its result folder.
@@ -83,6 +88,10 @@ def run(
         Result folder to write (all the runs); ``None`` (default) writes nothing.
     force
         Overwrite a non-empty ``out``.
+    trace
+        Record each run's timeline as Chrome trace events (``RunResult.trace``, and
+        ``trace.json`` in ``out``): :class:`~sim.engine.trace.TraceOptions` says which
+        peers and how many events at most. Network clock only.
     **engine_options
         Passed on to :func:`sim.engine.run`.
 
@@ -94,7 +103,8 @@ def run(
     Raises
     ------
     ScenarioError
-        When the scenario, an override, ``seed`` or ``repeats`` is invalid.
+        When the scenario, an override, ``seed`` or ``repeats`` is invalid, or on
+        ``trace`` when the scenario is on the rounds clock.
     ResultExistsError
         When ``out`` is not empty and ``force`` is false (checked before running).
     """
@@ -109,7 +119,7 @@ def run(
     results = []
     for k in range(count):
         step = None if progress is None else _scaled(progress, k, count)
-        results.append(run_once(sc, seed=first + k, progress=step, **engine_options))
+        results.append(run_once(sc, seed=first + k, progress=step, trace=trace, **engine_options))
     if out is not None:
         write_result(results, out, force=force)
     return results[0] if repeats is None else results

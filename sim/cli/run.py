@@ -33,6 +33,10 @@ SUMMARY_COLUMNS = (
 )  # fmt: skip
 #: Summary fields that are words, not numbers (shown as they are, counted over runs).
 TEXT_COLUMNS = ("stop_reason",)
+#: The peers ``--trace`` follows unless ``--trace-peers`` says otherwise.
+DEFAULT_TRACE_PEERS = "0-63"
+#: ``--trace-max-events`` shown in ``--help`` (:data:`sim.engine.trace.MAX_EVENTS`).
+DEFAULT_TRACE_MAX_EVENTS = "500000"
 
 
 @app.command()
@@ -60,6 +64,29 @@ def run(
     set_: SetOption = None,
     force: ForceOption = False,
     max_memory: MaxMemoryOption = None,
+    trace: Annotated[
+        bool,
+        typer.Option(
+            "--trace",
+            help="Also write trace.json: each peer's timeline as Chrome trace events "
+            "(open it in https://ui.perfetto.dev). Network clock only.",
+        ),
+    ] = False,
+    trace_peers: Annotated[
+        str | None,
+        typer.Option(
+            help="With --trace: the peers to follow, indices and ranges like 0-15,32.",
+            show_default=DEFAULT_TRACE_PEERS,
+        ),
+    ] = None,
+    trace_max_events: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="With --trace: events per run before the trace stops.",
+            show_default=DEFAULT_TRACE_MAX_EVENTS,
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario and write its result folder.
 
@@ -77,16 +104,18 @@ def run(
         interruptible(engine_supports_interrupt()) as stop,
     ):
         sc = load_scenario(scenario, parse_set_options(set_))
+        options = _trace_options(sc, trace, trace_peers, trace_max_events)
         folder = out if out is not None else Path("results") / sc.name
         check_folder(folder, force)
         total = repeats or sc.repeats
-        results = _run_repeats(sc, sc.seed if seed is None else seed, total, stop)
+        results = _run_repeats(sc, sc.seed if seed is None else seed, total, stop, options)
         if not results:
             raise Interrupted(stop.signum or signal.SIGINT)
         with doing(f"writing {folder}/"):
             write_result(results, folder, force=force)
     _print_runs([r.summary for r in results])
     _warn_nan([r.summary for r in results])
+    _warn_truncated(results, options)
     files = ", ".join(sorted(p.name for p in folder.iterdir()))
     if stop.requested:
         what = f"{len(results)} of {total} runs"
@@ -96,12 +125,64 @@ def run(
     stdout.print(f"wrote {folder}/ ({files})", soft_wrap=True)
 
 
-def _run_repeats(sc: Any, first_seed: int, repeats: int, stop: Stop) -> list[Any]:
+def _trace_options(sc: Any, trace: bool, peers: str | None, max_events: int | None) -> Any:
+    """The run's :class:`TraceOptions` from ``--trace``, ``--trace-peers`` and
+    ``--trace-max-events``, or None without ``--trace``; one ``error:`` line when they do
+    not fit the scenario, a ``warning:`` when the default leaves peers out."""
+    from sim.engine.trace import MAX_EVENTS, TraceOptions, parse_peers
+
+    if not trace:
+        extra = "--trace-peers" if peers is not None else None
+        extra = "--trace-max-events" if max_events is not None else extra
+        if extra is not None:
+            fail(f"{extra}: expected --trace as well (it shapes the trace), got no --trace")
+        return None
+    if sc.clock != "network":
+        fail(f"--trace: expected a scenario with clock: network, got clock: {sc.clock}")
+    n_peers = sc.peers.count + sc.churn.joining
+    followed = parse_peers(DEFAULT_TRACE_PEERS if peers is None else peers)
+    if peers is not None and max(followed) >= n_peers:
+        fail(
+            f"--trace-peers: expected peer indices below {n_peers} (the run's peers), "
+            f"got {max(followed)}"
+        )
+    if peers is None and n_peers > len(followed):
+        warn(f"--trace follows peers {DEFAULT_TRACE_PEERS} of {n_peers}; "
+             "choose others with --trace-peers")  # fmt: skip
+    return TraceOptions(followed, MAX_EVENTS if max_events is None else max_events)
+
+
+def _warn_truncated(results: Sequence[Any], options: Any) -> None:
+    """One ``warning:`` line per run whose trace hit ``--trace-max-events``."""
+    max_events = None if options is None else options.max_events
+    for result in results:
+        at_s = result.trace_truncated_at_s
+        if at_s is not None:
+            warn(
+                f"trace.json stops at t = {at_s:.6g} s (seed {result.summary['seed']}): it "
+                f"holds --trace-max-events {max_events} events; follow fewer peers with "
+                "--trace-peers"
+            )
+
+
+def warn(message: str) -> None:
+    """One ``warning:`` line on stderr."""
+    import sys
+
+    sys.stderr.write(f"warning: {message}\n")
+    sys.stderr.flush()
+
+
+def _run_repeats(
+    sc: Any, first_seed: int, repeats: int, stop: Stop, trace: Any = None
+) -> list[Any]:
     """The runs, in seed order; after a first signal the run in progress ends early
     and no other starts."""
     from sim import run as run_scenario
 
     options: dict[str, Any] = {"interrupt": stop.event} if stop.graceful else {}
+    if trace is not None:
+        options["trace"] = trace
     results = []
     with DelayedProgress(f"{sc.name}", repeats) as bar:
         for k in range(repeats):

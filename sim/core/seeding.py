@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-COMPONENTS = ("peers", "churn", "protocol", "init", "network", "rejoin", "membership")
+COMPONENTS = (
+    "peers", "churn", "protocol", "init", "network", "rejoin", "membership", "matchmaking",
+)  # fmt: skip
 
 
-def component_rng(seed: int, component: str) -> np.random.Generator:
-    """The generator of ``component`` for a run with ``seed``."""
+def component_rng(seed: int, component: str, *key: int) -> np.random.Generator:
+    """The generator of ``component`` for a run with ``seed``; ``key`` addresses one of
+    the component's own streams (``schedule: async``: the DHT ids, each leader's draws),
+    none gives the component's main stream."""
     index = COMPONENTS.index(component)
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(index,)))
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(index, *key)))

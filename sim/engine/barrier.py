@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+import numpy as np
 import simpy
 
 from protocols.base import BarrierProtocol
@@ -33,15 +34,33 @@ class BarrierEngine(NetworkEngine):
         yield self.env.timeout(0)  # let the churn process apply its time-0 step first
         done = self.observe(clock.present, first=True)
         while not done:
+            yield from self.before_round()
+            traced = None if self.tracer is None else (float(self.env.now), clock.present.copy())
             plan = protocol.plan(clock.present.copy(), self.rounds)
             yield from clock.transmit(plan)
             stats = plan.finish(self.state, clock.lost)
             self.rounds += 1
+            if traced is not None:
+                self.trace_round(*traced, clock.lost)
             self.update_counters()
             done = self.observe(clock.present)
             self.report(progress)
             if stats.wait_s > 0 and not done:
                 yield self.env.timeout(stats.wait_s)
+
+    def trace_round(self, start_s: float, present: np.ndarray, lost: np.ndarray) -> None:
+        """Record the round just finished as a slice ``round t`` (category ``round``) on
+        every followed peer present when it started (``args.lost``: preempted in it)."""
+        assert self.tracer is not None
+        t, now = self.rounds, float(self.env.now)
+        for peer in np.flatnonzero(present & self.tracer.mask).tolist():
+            args = {"round": t, "lost": bool(lost[peer])}
+            self.tracer.slice(peer, f"round {t}", "round", start_s, now, args)
+
+    def before_round(self) -> Generator[simpy.Event, Any, None]:
+        """What happens before a round is planned (default: nothing, no event;
+        :class:`sim.engine.collective.CollectiveEngine` waits for the local work)."""
+        yield from ()
 
     def update_counters(self) -> None:
         """Bytes the flow network moved; messages the clock sent (refused ones count)."""

@@ -27,6 +27,7 @@ from protocols.contract import Context, State
 from sim.core.backend import array_module
 from sim.core.seeding import component_rng
 from sim.engine.observe.observer import Observer
+from sim.engine.trace import Tracer
 from sim.model.churn import ChurnSchedule, build_schedule
 from sim.model.churn.membership import MembershipSchedule
 from sim.model.peers import resolve_peers
@@ -43,9 +44,12 @@ class Engine(ABC):
     A subclass **sets**:
 
     - ``scenario_clock``: the scenario ``clock`` it runs (``rounds``, ``network``);
-    - ``protocol_type``: the protocol classes it runs (:mod:`protocols.base`).
+    - ``protocol_type``: the protocol classes it runs (:mod:`protocols.base`);
+    - ``schedules``: the scenario ``schedule`` values it runs [``barrier``].
       :func:`sim.engine.schedules.engine_for` picks the engine whose :meth:`serves` accepts the
-      scenario's clock and protocol class.
+      scenario's clock and protocol class, and whose ``schedules`` hold its schedule;
+    - ``reports_events``: True when its state changes between samples are reported to the
+      tracker one at a time [False; continuous-time protocols report their own].
 
     A subclass **implements**:
 
@@ -62,7 +66,8 @@ class Engine(ABC):
     - :meth:`simulate`: start :meth:`process` and run the environment [until it ends];
     - :meth:`now`: (round, time) of a change, for the exact-target tracker [the round
       under way];
-    - :meth:`tables`: extra result tables [none].
+    - :meth:`tables`: extra result tables [none];
+    - :meth:`summary_fields`: extra summary fields [none].
 
     Shared attributes: ``scenario``, ``seed``, ``peers`` (the peer table), ``xp``,
     ``state``, ``mean0`` (the initial mean), ``protocol``, ``exists`` and ``present``
@@ -72,6 +77,11 @@ class Engine(ABC):
 
     scenario_clock: ClassVar[str]
     protocol_type: ClassVar[type] = Protocol
+    #: The ``schedule`` values it runs (:func:`sim.engine.schedules.engine_class`).
+    schedules: ClassVar[frozenset[str]] = frozenset({"barrier"})
+    #: The state changes between samples, reported to the tracker event by event
+    #: (continuous-time protocols report their own; ``schedule: async`` its groups).
+    reports_events: ClassVar[bool] = False
 
     @classmethod
     def serves(cls, clock: str, protocol_type: type[Protocol]) -> bool:
@@ -99,8 +109,10 @@ class Engine(ABC):
         self.observer = Observer(scenario, seed, self.protocol, self.state, self.mean0, interrupt)
         self.env = self.observer.environment()  # it watches the interrupt between samples
         self.recorder = self.observer.recorder
-        events = isinstance(self.protocol, ContinuousProtocol)  # it reports its events
+        events = self.reports_events or isinstance(self.protocol, ContinuousProtocol)
         self.tracker = self.observer.track(self._masks, self.now, events)
+        #: Set by :func:`sim.engine.run` before the run when tracing (``--trace``).
+        self.tracer: Tracer | None = None
 
     def schedule(self) -> ChurnSchedule:
         """The churn schedule of the run, masked by joins and leaves when there are any."""
@@ -131,6 +143,10 @@ class Engine(ABC):
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Extra tables of the result (name → table); default none."""
+        return {}
+
+    def summary_fields(self) -> dict[str, Any]:
+        """Summary fields of this schedule, after the protocol's counters; default none."""
         return {}
 
     def observe(self, present: np.ndarray, first: bool = False) -> bool:

@@ -20,12 +20,23 @@ import math
 from collections import deque
 from functools import partial
 from typing import Any
+from typing import Protocol as Interface
 
 import numpy as np
 import simpy
 
-from protocols.contract import IDLE_ROUND_S, Flows, RoundPlan
-from sim.network import FlowNetwork
+from protocols.contract import IDLE_ROUND_S, Flows, GroupPlan, RoundPlan
+from sim.engine.trace import Tracer
+from sim.network import Flow, FlowNetwork
+
+
+class PresenceListener(Interface):
+    """Told when peers go down (:meth:`NetworkClock.preempt`) and come back
+    (:meth:`NetworkClock.arrive`): the async schedule's peer loops."""
+
+    def down(self, peers: np.ndarray) -> None: ...
+
+    def up(self, peers: np.ndarray) -> None: ...
 
 
 class NetworkClock:
@@ -51,6 +62,9 @@ class NetworkClock:
         self.preemptions = np.zeros(present.size, dtype=np.int64)
         self.messages = 0
         self.failed_messages = 0
+        #: Told about every preemption and return, after the clock's own book-keeping
+        #: (none on barrier rounds and in continuous time).
+        self.listeners: list[PresenceListener] = []
 
     def preempt(self, peers: np.ndarray) -> None:
         """Churn callback: ``peers`` go down now; their flows fail, they are lost."""
@@ -59,20 +73,36 @@ class NetworkClock:
         self.preemptions[peers] += 1
         for peer in peers.tolist():
             self.net.fail_peer(peer)
+        for listener in self.listeners:
+            listener.down(peers)
+
+    def arrive(self, peers: np.ndarray) -> None:
+        """Rejoin callback: ``peers`` are present again (after a ``fetch``: with the
+        downloaded vector)."""
+        self.present[peers] = True
+        for listener in self.listeners:
+            listener.up(peers)
 
     def transmit(self, plan: RoundPlan) -> Any:
         """A SimPy process body: start the plan's flows, return when all have ended.
 
         Builds the flows (``plan.flows()``) and fills ``plan.delivered`` and
-        ``plan.timed_out`` on the way.
+        ``plan.timed_out`` on the way; ``lost`` marks the peers preempted meanwhile.
         """
         self.lost[:] = False
+        yield from self.run(plan, IDLE_ROUND_S)
+
+    def run(self, plan: RoundPlan | GroupPlan, idle_s: float = 0.0) -> Any:
+        """:meth:`transmit` without touching ``lost`` (the groups of ``schedule: async``
+        run side by side, each keeping its own losses); a plan without flows waits
+        ``idle_s`` seconds (0: returns at once)."""
         flows = plan.flows()
         n_flows = flows.src.size
         plan.delivered = np.zeros(n_flows, dtype=bool)
         plan.timed_out = np.zeros(n_flows, dtype=bool)
         if n_flows == 0:
-            yield self.env.timeout(IDLE_ROUND_S)
+            if idle_s > 0:
+                yield self.env.timeout(idle_s)
             return
         done = self.env.event()
         state = _RoundState(plan, flows, done)
@@ -137,7 +167,7 @@ class NetworkClock:
 class _RoundState:
     """Book-keeping of one round's flows: what each still waits for, what has ended."""
 
-    def __init__(self, plan: RoundPlan, flows: Flows, done: simpy.Event) -> None:
+    def __init__(self, plan: RoundPlan | GroupPlan, flows: Flows, done: simpy.Event) -> None:
         n = flows.src.size
         self.plan, self.flows, self.left, self.done = plan, flows, n, done
         self.timeout_s = None if flows.timeout_s is None else flows.timeout_s.tolist()
@@ -205,3 +235,67 @@ class _Index:
     def of(self, key: int) -> list[int]:
         """Flows listing ``key``, in flow order."""
         return self._order[self._bounds[key] : self._bounds[key + 1]]
+
+
+class TracedFlowNetwork(FlowNetwork):
+    """A :class:`~sim.network.FlowNetwork` that records every flow from a followed peer
+    as a slice ``flow → j`` (category ``flow``; args ``bytes`` moved, ``ok`` delivered)
+    on the sender's track: rounds' and groups' flows, continuous-time exchanges and
+    ``fetch`` downloads alike. Used only with a tracer (``avsim run --trace``); it only
+    reads the flows and adds no SimPy event, so the run is the same."""
+
+    def __init__(self, tracer: Tracer, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tracer = tracer
+        self.traced: dict[int, Flow] = {}  # followed flows not yet recorded, by id
+        tracer.on_close(self.close)
+
+    def send(
+        self, src: int, dst: int, nbytes: float, tag: Any = None, latency: bool = True
+    ) -> Flow:
+        flow = super().send(src, dst, nbytes, tag, latency)
+        if self.tracer.follows(flow.src):
+            self.traced[flow.id] = flow
+            flow.done.callbacks.append(partial(self._ended, flow))
+        return flow
+
+    def _ended(self, flow: Flow, _event: Any) -> None:
+        if self.traced.pop(flow.id, None) is not None:
+            self._record(flow, flow.end_s, flow.bytes_sent, flow.phase == "done")
+
+    def _record(self, flow: Flow, end_s: float, nbytes: float, ok: bool, **more: Any) -> None:
+        args = {"bytes": nbytes, "ok": ok, **more}
+        self.tracer.slice(flow.src, f"flow → {flow.dst}", "flow", flow.start_s, end_s, args)
+
+    def close(self, end_s: float) -> None:
+        """The run ended at ``end_s``: record the flows not recorded yet; those still in
+        flight with the bytes they had moved (``args.in_flight``)."""
+        for flow in sorted(self.traced.values(), key=lambda f: f.id):
+            if flow.phase in ("done", "failed"):  # ended, its done event not processed
+                self._record(flow, flow.end_s, flow.bytes_sent, flow.phase == "done")
+                continue
+            moved = 0.0
+            if flow.phase == "bandwidth":
+                moved = flow.nbytes - flow.remaining + flow.rate * (end_s - flow.t_last)
+            self._record(flow, end_s, min(moved, flow.nbytes), False, in_flight=True)
+        self.traced.clear()
+
+
+class TracedClock(NetworkClock):
+    """A :class:`NetworkClock` that also records each refused message (an end absent
+    when it should start) as a slice ``flow → j`` with ``bytes`` 0 and ``refused``,
+    over the route latency it takes to fail. Used only with a tracer."""
+
+    def __init__(self, tracer: Tracer, *args: Any) -> None:
+        super().__init__(*args)
+        self.tracer = tracer
+
+    def _send(self, i: int, state: _RoundState) -> None:
+        refused = self.failed_messages
+        super()._send(i, state)
+        if self.failed_messages > refused:
+            src, dst = int(state.flows.src[i]), int(state.flows.dst[i])
+            now = float(self.env.now)
+            end_s = now + self.net.routes.route(src, dst)[0]
+            args = {"bytes": 0.0, "ok": False, "refused": True}
+            self.tracer.slice(src, f"flow → {dst}", "flow", now, end_s, args)

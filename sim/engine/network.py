@@ -20,8 +20,9 @@ import pandas as pd
 
 from sim.core.seeding import component_rng
 from sim.engine.base import Engine, Progress
-from sim.engine.netclock import NetworkClock
+from sim.engine.netclock import NetworkClock, TracedClock, TracedFlowNetwork
 from sim.engine.observe.wiring import WatchedRejoin, watched_churn
+from sim.engine.trace import ChurnTrace
 from sim.model.scenario.models import Scenario
 from sim.model.sites import routes_of
 from sim.network import FlowNetwork
@@ -49,15 +50,23 @@ class NetworkEngine(Engine):
         Called once, by the run's process when it starts."""
         table = self.peers
         network = self.scenario.network
-        net = FlowNetwork(
+        tracer = self.tracer
+        net_args = (
             self.env,
             table["upload_bytes_per_s"].to_numpy(),
             table["download_bytes_per_s"].to_numpy(),
             table["latency_s"].to_numpy(),
-            sharing=network.sharing,
-            links=routes_of(network, self.scenario.peers, table["class"].to_numpy()),
+            network.sharing,
+            routes_of(network, self.scenario.peers, table["class"].to_numpy()),
         )
-        clock = NetworkClock(self.env, net, self.exists.copy(), table["delay_s"].to_numpy())
+        clock_args = (self.exists.copy(), table["delay_s"].to_numpy())
+        if tracer is None:
+            net = FlowNetwork(*net_args)
+            clock = NetworkClock(self.env, net, *clock_args)
+        else:  # the same run, recorded: flows, refused messages, absences
+            net = TracedFlowNetwork(tracer, *net_args)
+            clock = TracedClock(tracer, self.env, net, *clock_args)
+            clock.listeners.append(ChurnTrace(tracer, lambda: float(self.env.now)))
         self.present = clock.present
         rng = component_rng(self.seed, "rejoin")
         rejoin = WatchedRejoin(self.tracker, self.scenario, rng, clock, self.state)
@@ -72,6 +81,11 @@ class NetworkEngine(Engine):
         """Churn callback: peers start or stop existing."""
         self.exists[joined] = True
         self.exists[left] = False
+        if self.tracer is not None:
+            now = float(self.env.now)
+            for name, peers in (("join", joined), ("leave", left)):
+                for peer in peers.tolist():
+                    self.tracer.instant(peer, name, now)
 
     def simulate(self, progress: Progress | None = None) -> None:
         """Run until a stop rule, ``stop.max_time`` or a halt between samples, then

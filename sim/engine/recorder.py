@@ -11,6 +11,7 @@ state's dtype.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,12 +125,18 @@ def _squares(xp: Any, block: Any, mean: Any = None) -> float:
 
 @dataclass
 class Recorder:
-    """Accumulates rows; ``every`` is in rounds (rounds clock) or seconds (network clock)."""
+    """Accumulates rows; ``every`` is in rounds (rounds clock) or seconds (network clock).
+
+    A schedule may add columns after :data:`COLUMNS`: ``extra_columns`` names them and
+    ``extra()`` gives their values at each row (``schedule: async``: steps and phases).
+    """
 
     seed: int
     every: float
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     _next_due: float = 0.0
+    extra_columns: tuple[str, ...] = ()
+    extra: Callable[[], tuple[Any, ...]] | None = None
 
     def due(self, at: float) -> bool:
         """True when a sample is due at round/time ``at``."""
@@ -137,12 +144,11 @@ class Recorder:
 
     def record(self, t: int, time_s: float, s: Sample, alive: float, traffic: tuple) -> None:
         """Add one row; ``traffic`` is (cumulative bytes_sent, cumulative messages)."""
-        self.rows.append(
-            (self.seed, t, time_s, s.var, s.err_init, alive, *traffic, s.var_alive, s.mean_drift)
-        )
+        row = (self.seed, t, time_s, s.var, s.err_init, alive, *traffic, s.var_alive, s.mean_drift)
+        self.rows.append(row if self.extra is None else (*row, *self.extra()))
         self._next_due = (math.floor(time_s / self.every + 1e-9) + 1) * self.every
 
     def frame(self) -> pd.DataFrame:
         """The rows as a DataFrame with fixed column order and dtypes."""
-        frame = pd.DataFrame(self.rows, columns=list(COLUMNS))
+        frame = pd.DataFrame(self.rows, columns=[*COLUMNS, *self.extra_columns])
         return frame.astype({"seed": "int64", "round": "int64", "messages": "int64"})

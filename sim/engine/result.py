@@ -26,6 +26,13 @@ class RunResult:
         latency_s, compute, delay_s``; plus ``class`` when classes are used).
     state
         The final :class:`protocols.contract.State` (vectors on the array backend).
+    extra_tables
+        Extra tables by name (``traffic`` on the network clock).
+    trace
+        With ``trace=``: the run's Chrome trace events (:mod:`sim.engine.trace`),
+        ``pid`` = the seed; else ``None``.
+    trace_truncated_at_s
+        Simulated time at which the trace hit its event cap; ``None`` when complete.
     """
 
     metrics: pd.DataFrame
@@ -34,3 +41,5 @@ class RunResult:
     peers: pd.DataFrame
     state: Any = None
     extra_tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    trace: list[dict[str, Any]] | None = None
+    trace_truncated_at_s: float | None = None

@@ -64,6 +64,16 @@ def nan_warning(summary: dict[str, Any]) -> str | None:
     )
 
 
+def schedule_fields(scenario: Scenario) -> tuple[str, ...]:
+    """The summary fields the scenario's schedule adds (``schedule: async`` with a group
+    protocol: steps, groups, phases, matchmaking counts; see :mod:`sim.engine.steps`)."""
+    import protocols
+    from sim.engine.steps import SUMMARY_FIELDS
+
+    group = issubclass(protocols.get(scenario.protocol.name), protocols.GroupProtocol)
+    return SUMMARY_FIELDS if scenario.schedule == "async" and group else ()
+
+
 def counter_fields(scenario: Scenario) -> tuple[str, ...]:
     """The summary fields of the scenario's protocol counters (``counter_names``)."""
     import protocols
@@ -71,4 +81,4 @@ def counter_fields(scenario: Scenario) -> tuple[str, ...]:
     return protocols.get(scenario.protocol.name).counter_names
 
 
-__all__ = ["counter_fields", "nan_warning", "summarize", "target_label"]
+__all__ = ["counter_fields", "nan_warning", "schedule_fields", "summarize", "target_label"]

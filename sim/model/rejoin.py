@@ -89,7 +89,7 @@ class NetworkRejoin:
         if self.mode == "reset":
             reset_rows(self.state, peers, fresh_rows(self.vector, peers.size, self.rng))
         if self.mode != "fetch":
-            self.clock.present[peers] = True
+            self.clock.arrive(peers)
             return
         for peer in peers.tolist():
             self._fetch(peer, int(self.clock.preemptions[peer]))
@@ -115,4 +115,4 @@ class NetworkRejoin:
         if self.clock.preemptions[peer] != since:
             return  # preempted at the instant the download completed
         copy_rows(self.state, np.array([peer]), np.array([source]))
-        self.clock.present[peer] = True
+        self.clock.arrive(np.array([peer]))

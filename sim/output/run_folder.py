@@ -2,7 +2,8 @@
 
 A result folder holds ``metrics.parquet`` (every seed), ``summary.json`` (the runs and
 their mean), ``scenario.yaml`` (the resolved scenario), ``peers.parquet``, one
-``<name>.parquet`` per extra table and ``convergence.png``. The whole folder is first
+``<name>.parquet`` per extra table and ``convergence.png``; with a trace (``avsim run
+--trace``) also ``trace.json``, the Chrome trace events of every seed. The whole folder is first
 written to a hidden temporary folder beside it and then renamed to its final name
 (:func:`sim.output.atomic.staged_folder`), so a reader — or a run interrupted while writing —
 sees no folder, the previous one, or the complete new one; never half a folder. Single
@@ -180,6 +181,21 @@ def _write_files(results: Sequence[RunResult], folder: Path) -> None:
         table = _concat_by_seed(results, functools.partial(_extra_table, name=name))
         write_parquet(folder / f"{name}.parquet", table)
     _write_figure(folder / "convergence.png", results)
+    if any(r.trace is not None for r in results):
+        atomic_write(folder / "trace.json", functools.partial(write_trace, results=results))
+
+
+def write_trace(path: Path, results: Sequence[RunResult]) -> None:
+    """Write ``trace.json``: ``{"traceEvents": [...], "displayTimeUnit": "ms"}`` with the
+    trace events of every run (``pid`` = its seed), one event per line."""
+    with path.open("w", encoding="utf-8") as file:
+        file.write('{"traceEvents": [')
+        sep = "\n"
+        for result in results:
+            for event in result.trace or ():
+                file.write(sep + json.dumps(event, ensure_ascii=False, allow_nan=False))
+                sep = ",\n"
+        file.write('\n], "displayTimeUnit": "ms"}\n')
 
 
 def summary_document(results: Sequence[RunResult]) -> dict[str, Any]:

@@ -120,7 +120,7 @@ def test_protocol_rates_and_probabilities_take_units():
          "peers.latency.weights: expected weights with a positive, finite sum"),
         ({"peers.classes": [{"fraction": 1, "upload": {"dist": "uniform", "low": 1, "high": "x"}}]},
          "peers.classes.0.upload.high: expected a bandwidth"),
-        ({"peers.compute": math.inf}, "peers.compute: expected a finite number >= 0, got inf"),
+        ({"peers.compute": math.inf}, "peers.compute: expected a duration like '20 ms'"),
     ],
 )  # fmt: skip
 def test_errors_name_the_innermost_key(overrides, message):

@@ -29,7 +29,6 @@ from sim.model.scenario.fields import (
     PeerBandwidth,
     PeerDist,
     PeerDuration,
-    PeerNumber,
     const,
 )
 from sim.model.scenario.messages import InnerKeyError
@@ -41,6 +40,13 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: ``peers.compute``: what it means (the schema and ``--help`` show it).
+COMPUTE_DESCRIPTION = (
+    "seconds of local work per averaging step (schedule: async; 0: averaging back to back; "
+    "barrier rounds ignore it)"
+)
+
+
 class PeerClass(Section):
     """A class of peers: a fraction of the population whose values override the defaults."""
 
@@ -49,7 +55,7 @@ class PeerClass(Section):
     upload: PeerBandwidth | None = None
     download: PeerBandwidth | None = None
     latency: PeerDuration | None = None
-    compute: PeerNumber | None = None
+    compute: PeerDuration | None = Field(default=None, description=COMPUTE_DESCRIPTION)
     delay: PeerDuration | None = None
     client: bool = False
 
@@ -61,7 +67,7 @@ class Peers(Section):
     upload: PeerBandwidth = const(100e6 / 8)
     download: PeerBandwidth = const(100e6 / 8)
     latency: PeerDuration = const(0.010)
-    compute: PeerNumber = const(1.0)
+    compute: PeerDuration = Field(default=const(1.0), description=COMPUTE_DESCRIPTION)
     delay: PeerDuration = const(0.0)
     classes: list[PeerClass] | None = None
 
@@ -228,6 +234,11 @@ class Scenario(Section):
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
     clock: Literal["rounds", "network"] = "rounds"
+    schedule: Literal["barrier", "async"] = Field(
+        default="barrier",
+        description="network clock: barrier rounds (the papers) or async, every peer's own "
+        "loop of local work and averaging steps (hivemind)",
+    )
     backend: Literal["numpy", "cupy"] = "numpy"
     peers: Peers = Field(default_factory=Peers)
     network: Network = Field(default_factory=Network)
@@ -254,10 +265,60 @@ class Scenario(Section):
         return self
 
     @model_validator(mode="after")
+    def _leaves_fit_the_population(self) -> Scenario:
+        # a leave removes a peer that exists: more leaves than peers ever exist is a typo
+        leaves, population = self.churn.leaves, self.peers.count + self.churn.joining
+        if leaves is not None and leaves.count > population:
+            expected = (
+                f"at most peers.count + churn.joins.count = {population} (a leave removes a peer)"
+            )
+            raise ScenarioError("churn.leaves.count", leaves.count, expected)
+        return self
+
+    @model_validator(mode="after")
+    def _schedule_fits(self) -> Scenario:
+        # raises ScenarioError naming schedule (or protocol.matchmaking_time)
+        if self.schedule == "async":
+            check_async(self.clock, self.protocol)
+        return self
+
+    @model_validator(mode="after")
     def _stop_bounds(self) -> Scenario:
         # the clock's default bound (Stop.resolved), recorded in the resolved scenario
         stop = self.stop.resolved(self.clock)
         return self if stop is self.stop else self.model_copy(update={"stop": stop})
+
+
+def check_async(clock: str, protocol: Any) -> None:
+    """Refuse ``schedule: async`` where it cannot run: on the rounds clock, for a
+    protocol without an asynchronous form (the message lists those that have one), and
+    with ``matchmaking_time`` 0 (a declaration must expire after it is made).
+
+    Raises
+    ------
+    sim.core.errors.ScenarioError
+        On ``schedule`` or ``protocol.matchmaking_time``.
+    """
+    import protocols
+
+    if clock != "network":
+        raise ScenarioError(
+            "schedule",
+            "async",
+            "barrier with clock: rounds (schedule: async runs on the network clock)",
+        )
+    if "async" not in protocols.schedules_of(protocols.get(protocol.name)):
+        runs = ", ".join(
+            name
+            for name, cls in protocols.REGISTRY.items()
+            if "async" in protocols.schedules_of(cls)
+        )
+        expected = f"barrier for protocol {protocol.name} (schedule: async runs {runs})"
+        raise ScenarioError("schedule", "async", expected)
+    wait_s = getattr(protocol, "matchmaking_time", None)
+    if wait_s is not None and not wait_s > 0:
+        expected = "> 0 with schedule: async (a declaration must expire after it is made)"
+        raise ScenarioError("protocol.matchmaking_time", wait_s, expected)
 
 
 def peer_value_fields() -> tuple[str, ...]:

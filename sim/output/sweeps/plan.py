@@ -22,7 +22,7 @@ from typing import Any
 
 from sim.core.errors import ScenarioError
 from sim.engine.resources import estimate_memory
-from sim.engine.summary import counter_fields, target_label
+from sim.engine.summary import counter_fields, schedule_fields, target_label
 from sim.model.scenario import Scenario, apply_overrides, scenario_from_mapping
 from sim.model.scenario.models import MAX_REPEATS
 from sim.output.sweeps.labels import (
@@ -140,6 +140,7 @@ def expand(
             scenario = _with_cell(sweep, mapping.mapping, cell)
             fields.update(target_fields(scenario))
             fields.update(counter_fields(scenario))
+            fields.update(schedule_fields(scenario))
             count = repeats or spec.repeats or scenario.repeats
             if len(runs) + count > MAX_RUNS:  # the grid sets `repeats` itself
                 raise ScenarioError("grid.repeats", len(runs) + count, _size_expected())
