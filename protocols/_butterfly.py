@@ -1,4 +1,4 @@
-"""Butterfly all-reduce inside groups: parts, pieces, flows, and its arithmetic on a wire.
+"""Butterfly all-reduce inside groups: parts, pieces, and its arithmetic on a wire.
 
 With g members and equal shares, member b reduces part b (S/g bytes). Reduce-scatter
 (phase 0): every member a sends part b to member b, for every b ≠ a. All-gather
@@ -7,17 +7,17 @@ each member moves S·(1 + (g−2)/g) bytes, and the whole group 2·(g−1)·S by
 
 Part sizes in whole coordinates come from a :class:`ShareCache` (equal shares, or
 moshpit's load balancing); :func:`pieces_of` cuts parts into pieces of at most
-``part_bytes``; :func:`compressed_round` is the rounds clock's arithmetic through a lossy
-wire (``random_groups``, ``moshpit``). Flows: :func:`butterfly_flows` (``random_groups``,
-one gate per group, the fluid S/g on an exact wire) and
-:func:`protocols._moshpit_net.plan_groups` (moshpit: streamed pieces, one gate per
-piece, timeouts).
+``part_bytes`` (:data:`PART_BYTES`, hivemind's 512 KiB, unless moshpit's
+``part_bytes`` says otherwise); :func:`compressed_round` is the rounds
+clock's arithmetic through a lossy wire (``random_groups``, ``moshpit``). The flows of
+both protocols on the network clock come from one planner,
+:func:`protocols._moshpit_net.plan_groups` (parts streamed in pieces, one gate per piece,
+start times and timeouts).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +28,9 @@ from sim.kernels import Groups
 from sim.kernels.butterfly import butterfly_pieces
 from sim.kernels.compression import Wire
 
-#: ``part_nbytes(sizes, positions) -> bytes`` of butterfly parts (see :func:`butterfly_flows`).
-PartBytes = Callable[[np.ndarray, np.ndarray], np.ndarray]
+#: Bytes of the uncompressed vector per piece: hivemind's ``part_size_bytes`` (512 KiB),
+#: moshpit's default ``part_bytes`` and random_groups' piece size on the network clock.
+PART_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,15 @@ def pieces_of(counts: np.ndarray, piece_coords: int) -> tuple[np.ndarray, ...]:
     return np.stack([lo, hi], axis=1), reducer, k == 0
 
 
+def equal_pieces_per_part(dim: int, group_size: int, piece_coords: int) -> float:
+    """Mean pieces per part when ``dim`` coordinates are split equally over
+    ``group_size`` parts (⌊dim/g⌋ or one more) and cut into pieces of ``piece_coords``;
+    an empty part (dim < g) has none."""
+    q, r = divmod(dim, max(1, group_size))
+    whole = r * -(-(q + 1) // piece_coords) + (group_size - r) * -(-q // piece_coords)
+    return whole / max(1, group_size)
+
+
 def compressed_round(
     x: Any, groups: Groups, shares: ShareCache, setup: ButterflySetup
 ) -> tuple[Any, float, int, np.ndarray]:
@@ -120,54 +130,6 @@ def compressed_round(
         nbytes += 2 * (count - 1) * float(piece_bytes.sum())
         messages += 2 * (count - 1) * bounds.shape[0]
     return x, nbytes, messages, shift
-
-
-def compressed_part_nbytes(wire: Wire, dim: int, itemsize: int) -> PartBytes:
-    """Bytes of equal-split parts on a compressing wire: the member at position p of a
-    group of g reduces ⌊dim/g⌋ coordinates, one more when p < dim mod g (the largest
-    remainder rule of ``whole_coordinates``)."""
-
-    def part_nbytes(sizes: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        return wire.nbytes(dim // sizes + (positions < dim % sizes), itemsize)
-
-    return part_nbytes
-
-
-def butterfly_flows(
-    groups: Groups, vector_bytes: float, part_nbytes: PartBytes | None = None
-) -> tuple[np.ndarray, ...]:
-    """Flows of one butterfly all-reduce per group, equal shares.
-
-    ``part_nbytes(sizes, positions)`` gives the bytes of the part that the member at
-    ``positions`` of a group of ``sizes`` reduces (default ``vector_bytes / sizes``; a
-    compressing wire passes its own).
-
-    Returns
-    -------
-    src, dst, nbytes, opens, waits
-        Parallel arrays: the reduce-scatter flows, each opening its group's gate (the
-        group's index), then the all-gather flows, each waiting for that gate (see
-        :class:`protocols.contract.Flows`).
-    """
-    sizes = groups.counts
-    table = np.full((groups.n_groups, groups.max_size), -1, dtype=np.intp)
-    table[groups.member_group, groups.positions] = groups.members
-    a = table[:, :, None]
-    b = table[:, None, :]
-    pairs = (a >= 0) & (b >= 0) & (a != b)
-    group = np.broadcast_to(np.arange(groups.n_groups)[:, None, None], pairs.shape)[pairs]
-    senders = np.broadcast_to(a, pairs.shape)[pairs]
-    reducers = np.broadcast_to(b, pairs.shape)[pairs]
-    if part_nbytes is None:
-        part = vector_bytes / sizes[group]
-    else:
-        slots = np.arange(groups.max_size)[None, None, :]
-        part = part_nbytes(sizes[group], np.broadcast_to(slots, pairs.shape)[pairs])
-    src = np.concatenate([senders, reducers])
-    dst = np.concatenate([reducers, senders])
-    none = np.full(group.size, -1, dtype=np.intp)
-    opens, waits = np.concatenate([group, none]), np.concatenate([none, group])
-    return src, dst, np.concatenate([part, part]), opens, waits
 
 
 def without(groups: Groups, lost: np.ndarray) -> Groups:

@@ -8,10 +8,12 @@ the next group. A group smaller than ``min_group_size`` does not form: its membe
 their vectors and keys and try again next round. Members are fixed once they joined: a
 member preempted before its group assembles is lost inside the all-reduce.
 
-Butterfly (:func:`plan_groups`). Member order inside a group is the round's seeded
-shuffle; the position is the member's chunk index. Part j (``counts[j]`` coordinates,
-from load balancing or the equal split) is reduced by member j and cut into pieces of at
-most ``part_bytes`` (of the uncompressed vector). Per piece p of part j:
+Butterfly (:func:`plan_groups`, the one butterfly planner: ``random_groups`` uses it
+too, with its groups drawn at the round start, equal shares and no timeouts). Member
+order inside a group is the round's seeded shuffle; the position is the member's chunk
+index. Part j (``counts[j]`` coordinates, from load balancing or the equal split) is
+reduced by member j and cut into pieces of at most ``part_bytes`` (of the uncompressed
+vector). Per piece p of part j:
 
 - *request* flows a → j for every member a ≠ j, each after a's previous piece of part j
   (a stream: only its first piece pays the route latency, the next piece leaves as soon

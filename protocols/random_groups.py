@@ -11,15 +11,24 @@ the expected one-round variance factor is (r−1)/(N−1).
 step's group forms by hivemind's matchmaking under one key (0 group bits): up to
 ``group_size`` peers, at least ``min_group_size``, ``matchmaking_time``,
 ``matchmaking_latency``, ``averaging_timeout``. Each group runs moshpit's butterfly
-planner with equal shares (:func:`protocols._moshpit_net.group_butterfly`, one piece per
-part) and averages without the members lost meanwhile. Barrier rounds ignore these four
-parameters.
+planner with equal shares (:func:`protocols._moshpit_net.group_butterfly`, pieces of
+512 KiB as in barrier rounds) and averages without the members lost meanwhile. Barrier
+rounds ignore these four parameters.
 
 Messages: each group runs a butterfly all-reduce: a group of g moves 2·(g−1)·S bytes in
 2·g·(g−1) messages (S = vector bytes). ``compression`` (fp16, uniform8, quantile8)
 quantizes every part sent and every reduced part sent back (equal shares, one message
 per part): the bytes shrink, the receivers use dequantized values, the reducer its own
 exact ones (as moshpit's butterfly, ``sim.kernels.butterfly``).
+
+Network clock: moshpit's butterfly (:func:`protocols._moshpit_net.plan_groups`), so that
+the two differ only by how groups form. Parts in whole coordinates (equal split), each
+streamed in pieces of 512 KiB of the uncompressed vector (hivemind's
+``part_size_bytes``), one gate per piece: a reducer replies to a piece once every request
+of that piece ended. No matchmaking: the groups are drawn when the round starts, and a
+group starts its butterfly when its last member arrives (the largest straggler delay of
+its members), as a full moshpit group assembles. No timeouts; members lost during the
+round are left out (the others average among themselves: moshpit's ``idealized``).
 
 Invariants (tests cite this table):
 
@@ -43,11 +52,11 @@ from pydantic import Field, model_validator
 from protocols import _moshpit_net as net
 from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT, async_rules
 from protocols._butterfly import (
+    PART_BYTES,
     ButterflySetup,
     ShareCache,
-    butterfly_flows,
-    compressed_part_nbytes,
     compressed_round,
+    equal_pieces_per_part,
     without,
 )
 from protocols._common import (
@@ -58,6 +67,7 @@ from protocols._common import (
     shift_drift,
     wire_of,
 )
+from protocols._moshpit_net import Matched, plan_groups
 from protocols.base import GroupProtocol, ProtocolParams
 from protocols.contract import (
     Context,
@@ -132,19 +142,24 @@ class RandomGroups(GroupProtocol):
     @classmethod
     def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:
         """Group means in place; a compressing wire adds one group's butterfly at a
-        time; one butterfly of flows per group and round."""
+        time; flows (network clock): every piece of every part, both ways."""
         wire = wire_of(params)
-        return butterfly_footprint(n_peers, params.group_size, dim, itemsize, wire, not wire.exact)
+        g = max(1, min(params.group_size, n_peers))
+        pieces = equal_pieces_per_part(dim, g, max(1, PART_BYTES // itemsize))
+        return butterfly_footprint(
+            n_peers, params.group_size, dim, itemsize, wire, not wire.exact, pieces
+        )
 
     def __init__(self, params: RandomGroupsParams, ctx: Context) -> None:
         super().__init__(params, ctx)
         n, wire = ctx.n_peers, self.wire
         self._shares = ShareCache(np.ones(n), np.ones(n, bool), ctx.dim, balance=False)
+        # the arithmetic through a lossy wire: one message per part (both clocks)
         self._setup = ButterflySetup(ctx.dim, ctx.itemsize, ctx.vector_bytes, wire)
-        # an exact wire splits the vector fluidly (S/g); a lossy one in whole coordinates
-        self._part_nbytes = (
-            None if wire.exact else compressed_part_nbytes(wire, ctx.dim, ctx.itemsize)
-        )
+        # the flows (network clock): moshpit's pieces, equal shares, no timeouts
+        self._flow_setup = ButterflySetup(ctx.dim, ctx.itemsize, PART_BYTES, wire)
+        peers = ctx.peers
+        self._delay_s = np.zeros(n) if peers is None else peers["delay_s"].to_numpy(float)
 
     def groups(self, present: np.ndarray) -> Groups:
         """This round's groups: the present peers shuffled and cut (draws from the rng)."""
@@ -153,21 +168,30 @@ class RandomGroups(GroupProtocol):
         return random_partition(rows, self.params.group_size, self.ctx.n_peers)
 
     def plan(self, present: np.ndarray, t: int) -> RoundPlan:
-        """Shuffle the present peers and cut them into groups; each group runs a
-        butterfly all-reduce (its flows), then averages. Members lost mid-round are left
-        out (the others average among themselves, as ``idealized`` faults)."""
+        """Shuffle the present peers and cut them into groups; each group runs
+        moshpit's butterfly all-reduce (its flows), then averages. Members lost mid-round
+        are left out (the others average among themselves, as ``idealized`` faults)."""
         groups = self.groups(present)
 
         def flows() -> Flows:
-            src, dst, nbytes, opens, waits = butterfly_flows(
-                groups, self.ctx.vector_bytes, self._part_nbytes
-            )
-            return Flows(src, dst, nbytes, opens, waits)
+            return self.flows(groups)
 
         def finish(state: State, lost: np.ndarray) -> RoundStats:
             return self.average(state, without(groups, lost) if lost.any() else groups)
 
         return RoundPlan(finish, flows)
+
+    def flows(self, groups: Groups) -> Flows:
+        """The flows of every group's butterfly (:func:`protocols._moshpit_net.plan_groups`).
+
+        The groups are drawn at the round start (no matchmaking); a group starts when
+        its last member arrives, after the largest straggler delay of its members. A
+        group of one sends nothing."""
+        starts, counts = groups.starts.tolist(), groups.counts.tolist()
+        members = [groups.order[s : s + c] for s, c in zip(starts, counts, strict=True) if c > 1]
+        start_s = np.array([self._delay_s[m].max() for m in members], dtype=float)
+        _, flows = plan_groups(Matched(members, start_s, 0.0), self._shares, self._flow_setup)
+        return flows
 
     def average(self, state: State, groups: Groups) -> RoundStats:
         """Replace every member's vector by its group's mean (through the wire)."""
@@ -197,7 +221,7 @@ class RandomGroups(GroupProtocol):
         """Moshpit's butterfly planner with equal shares; the group averages without the
         members lost meanwhile (they keep their vectors), as a barrier round does.
         ``chunks`` is unused: there are no keys."""
-        _, flows = net.group_butterfly(members, notify_s, self._shares, self._setup)
+        _, flows = net.group_butterfly(members, notify_s, self._shares, self._flow_setup)
         groups = Groups.single(members, self.ctx.n_peers)
 
         def settle(state: State, lost: np.ndarray) -> np.ndarray:

@@ -77,7 +77,8 @@ class Wire:
     - protocols take the exact-mean kernels (``group_mean``, ``neighbour_mean``) instead
       of the message-by-message arithmetic (butterfly pieces, ring hops, decoded
       neighbour rows), equal up to round-off only, and keep the fluid split of a vector
-      into S/g bytes where quantized messages carry whole coordinates;
+      into S/n bytes (``ring_allreduce``) where quantized messages carry whole
+      coordinates;
     - the memory model counts no decoded copies, and the invariants on sums and hulls
       that a lossy wire breaks stay in force.
     """

@@ -73,7 +73,7 @@ NETWORK_CASES = {
     "random_groups flows": pytest.param(
         scenario(
             4096,
-            1,
+            8,  # one coordinate per part: every member of a group of 8 reduces one
             {"name": "random_groups"},
             clock="network",
             stop={"max_rounds": 2, "target_var": 0},
