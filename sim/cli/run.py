@@ -31,6 +31,8 @@ SUMMARY_COLUMNS = (
     "seed", "rounds", "sim_time_s", "final_var", "rounds_to_target", "time_to_target_s",
     "bytes_sent", "wall_time_s", "stop_reason",
 )  # fmt: skip
+#: Fields of a ``schedule: async`` run's summary shown after the others, where present.
+ASYNC_COLUMNS = ("steps_median", "group_size_mean")
 #: Summary fields that are words, not numbers (shown as they are, counted over runs).
 TEXT_COLUMNS = ("stop_reason",)
 #: The peers ``--trace`` follows unless ``--trace-peers`` says otherwise.
@@ -201,6 +203,7 @@ def _print_runs(summaries: Sequence[dict[str, Any]]) -> None:
     from sim.output.sweeps.table import is_target, mean_cell
 
     extra = [k for k in summaries[0] if k.startswith(("rounds_to_", "time_to_"))]
+    extra += [k for k in ASYNC_COLUMNS if any(k in s for s in summaries)]
     fields = list(dict.fromkeys([*SUMMARY_COLUMNS[1:], *extra]))
     few = len(summaries) <= MAX_SEED_COLUMNS
     headers = [""] + ([f"seed {s['seed']}" for s in summaries] if few else ["min", "max"])

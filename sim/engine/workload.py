@@ -5,7 +5,11 @@ flows a round, for at most ``stop.max_rounds`` rounds, or ``stop.max_time`` over
 shortest round: a peer's bytes of a round at the slowest typical bandwidth, plus two
 latencies and the straggler delay. Continuous-time protocols start
 :attr:`~protocols.footprint.Footprint.flows_per_s` flows a second for at most
-``stop.max_time`` (or ``stop.max_rounds``) seconds. Each flow costs about
+``stop.max_time`` (or ``stop.max_rounds``) seconds. Under ``schedule: async`` a group
+protocol's peers each send their share of ``flows_per_round`` a step, at most one step
+per ``compute`` + matchmaking (a DHT latency and a request's round trip) + the shortest
+round, for ``stop.max_time`` (or ``stop.max_rounds``) seconds; a collective's attempts
+wait for the slowest class's ``compute``. Each flow costs about
 :data:`FLOW_COST_S` of wall time, :data:`CONTINUOUS_FLOW_COST_S` in continuous time
 (``python -m bench events`` measures both). A run may stop much earlier, at
 ``stop.target_var`` when the scenario sets one: the counts are upper bounds.
@@ -52,6 +56,11 @@ def estimate_events(scenario: Scenario) -> tuple[float, float, str]:
         rate = getattr(scenario.protocol, "rate", 1.0)
         drivers = f"peers.count {n} × protocol.rate {rate:g}/s × {seconds:g} s of {key}"
         return events, events * CONTINUOUS_FLOW_COST_S, drivers
+    if scenario.schedule == "async":
+        steps, each, bound = _async_steps(scenario, fp)
+        events = fp.flows_per_round * steps
+        drivers = f"peers.count {n}: {fp.flows_per_round:.3g} flows {each} × {steps:.3g} {bound}"
+        return events, events * FLOW_COST_S, drivers
     rounds, bound = _rounds_bound(scenario, fp)
     events = fp.flows_per_round * rounds
     drivers = f"peers.count {n}: {fp.flows_per_round:.3g} flows a round × {rounds:.3g} {bound}"
@@ -69,6 +78,43 @@ def _rounds_bound(scenario: Scenario, fp: Any) -> tuple[float, str]:
             rounds = by_time
             bound = f"rounds of ≥ {units.format_duration(round_s)} in stop.max_time"
     return rounds, bound
+
+
+def _async_steps(scenario: Scenario, fp: Any) -> tuple[float, str, str]:
+    """The most steps a peer of an async run makes on average (a collective's attempts),
+    what one counts as (``flows_per_round`` of every peer's step or of one attempt) and
+    what bounds them.
+
+    A group protocol's peer of class c steps at most once per typical ``compute`` of c
+    + matchmaking (the DHT latency, then a join request and its reply) + the shortest
+    round; a collective's attempt waits for the slowest class's ``compute`` and needs no
+    matchmaking. Peers step on for ``stop.max_time`` or ``stop.max_rounds`` (seconds
+    under async), whichever is smaller.
+    """
+    import protocols
+
+    stop, peers = scenario.stop, scenario.peers
+    seconds, key = min((_or_inf(stop.max_time), "stop.max_time"),
+                       (_or_inf(stop.max_rounds), "stop.max_rounds"))  # fmt: skip
+    classes = [(c.fraction, c.compute or peers.compute) for c in peers.classes or []]
+    computes = [(f, typical(compute)) for f, compute in classes or [(1.0, peers.compute)]]
+    round_s = shortest_round_s(scenario, fp.round_bytes_per_peer)
+    in_time = f"in {seconds:g} s of {key}"
+    if getattr(protocols.get(scenario.protocol.name), "collective", False):
+        step_s = max(c for _, c in computes) + round_s
+        what = f"attempts of ≥ {units.format_duration(step_s)} (slowest peers.compute + round)"
+        return _per(step_s) * seconds, "an attempt", f"{what} {in_time}"
+    latency = typical(peers.latency)
+    dht = getattr(scenario.protocol, "matchmaking_latency", None)
+    extra_s = (2 * latency if dht is None else float(dht)) + 2 * latency + round_s
+    rate = sum(f * _per(c + extra_s) for f, c in computes)
+    what = f"steps a peer (peers.compute + ≥ {units.format_duration(extra_s)} of matchmaking "
+    return rate * seconds, "a step of every peer", f"{what}and all-reduce) {in_time}"
+
+
+def _per(duration_s: float) -> float:
+    """How many ``duration_s`` fit in a second (``inf`` for none)."""
+    return 1 / duration_s if duration_s > 0 else math.inf
 
 
 def shortest_round_s(scenario: Scenario, nbytes_per_peer: float) -> float:

@@ -10,6 +10,10 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SMALL = {
+    "async_swarm.ipynb": (
+        'SWEEP = "{root}/scenarios/async_vs_barrier.yaml"\nPEERS = 16\nDIM = 1024\nMAX_TIME = 20\n'
+        "CELL = 1\n"
+    ),
     "moshpit_averaging.ipynb": (
         'SWEEP = "{root}/scenarios/paper/moshpit_averaging.yaml"\n'
         "REPEATS = 1\nPEER_COUNTS = [64, 128]\nWORKERS = 1\n"

@@ -60,9 +60,11 @@ EXAMPLES = int(os.environ.get("AVSIM_FUZZ_EXAMPLES", "20"))
 #: Wall-clock bound of one command: valid cases take about a second; this is a hang.
 COMMAND_LIMIT_S = 60.0
 #: ``error: `` then a key (dotted, or a file, or ``--set key``), maybe a line and column;
-#: in a sweep, maybe after the grid cell at fault (``grid cell peers.count=4: ``).
+#: in a sweep, maybe after the grid cell at fault (``grid cell peers.count=4: ``), or with
+#: the case that makes a ``--set`` key fail (``cases[1] with --set protocol.group_size``).
 NAMES_A_KEY = re.compile(
-    r"^error: (grid cell .*?: )?(--set )?[^\s:]+( line \d+(, column \d+)?)?: \S"
+    r"^error: (grid cell .*?: )?(cases\[\d+\] with )?(--set )?[^\s:]+"
+    r"( line \d+(, column \d+)?)?: \S"
 )
 
 N_PEERS = 8

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.core.errors import ScenarioError
+from sim.engine.observe.targets import target_fields
 from sim.engine.resources import estimate_memory
-from sim.engine.summary import counter_fields, schedule_fields, target_label
+from sim.engine.summary import counter_fields, schedule_fields
 from sim.model.scenario import Scenario, apply_overrides, scenario_from_mapping
 from sim.model.scenario.models import MAX_REPEATS
 from sim.output.sweeps.labels import (
@@ -166,12 +167,6 @@ def _repeats(
     for k in range(count):
         seed = scenario.seed + k
         yield {**common, "index": start + k, "seed": seed, "key": keys(seed)}
-
-
-def target_fields(scenario: Scenario) -> list[str]:
-    """The summary fields the scenario's extra variance targets add."""
-    labels = [target_label(t) for t in scenario.metrics.targets]
-    return [f"rounds_to_{t}" for t in labels] + [f"time_to_{t}_s" for t in labels]
 
 
 def check_report(report: list[str], fields: set[str]) -> None:
