@@ -201,11 +201,33 @@ def test_relabelling_peers_permutes_the_group_mean(data):
 @given(data=st.data())
 def test_weighted_group_mean_preserves_the_weighted_sum(data):
     x = data.draw(states())
-    groups = Groups.from_labels(data.draw(partitions(len(x))))
+    labels = data.draw(partitions(len(x)))
+    groups = Groups.from_labels(labels)
     weights = np.abs(data.draw(vectors(len(x), 1))[:, 0]) + 0.25
     with tiling(data.draw(st.sampled_from(list(TILINGS)))):
         y = group_mean(x.copy(), groups, weights)
-    assert_sum_preserved(x, y, weights)
+    assert_weighted_shift_bound(x, y, weights, labels)
+
+
+def assert_weighted_shift_bound(before, after, weights, labels) -> None:
+    """Σ w·x moves by at most the round-off of the kernel's algorithm.
+
+    The kernel takes m = x_r + Σ_j w_j (x_j − x_r) / W around a member row x_r (W = Σ_j w_j),
+    so m carries an absolute error of a few (g + 2) ε·max_j |x_j| per coordinate, and
+    the group's weighted sum W·m then moves by W times that. With very unequal weights
+    this exceeds 1e-12 of Σ w|x| (Hypothesis found weights 0.25 against 39.25 × 19 with
+    one non-zero row: drift 3.3e-13 against a scale of 0.29), so the sum check above is
+    made against this bound: 4·(g + 2)·ε·W·max|x| per group, summed, plus the
+    1e-12 relative margin of the unweighted checks.
+    """
+    eps = np.finfo(before.dtype).eps
+    bound = np.zeros(before.shape[1])
+    for label in np.unique(labels[labels >= 0]):
+        members = labels == label
+        g, total = int(members.sum()), float(weights[members].sum())
+        bound += 4 * (g + 2) * eps * total * np.abs(before[members]).max(axis=0)
+    drift = np.abs((weights[:, None] * after).sum(axis=0) - (weights[:, None] * before).sum(axis=0))
+    assert np.all(drift <= bound + 1e-12 * (weights[:, None] * np.abs(before)).sum(axis=0) + 1e-300)
 
 
 @given(data=st.data())
