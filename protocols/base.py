@@ -11,6 +11,7 @@ base classes, one per way of running (the engine picks its schedule by type):
 
 Under ``schedule: async`` (network clock; :func:`schedules_of` says who runs there) a
 :class:`GroupProtocol` forms its groups one at a time by hivemind's matchmaking, a
+:class:`MailboxProtocol` sends and mixes what has arrived at each peer's own step, a
 collective :class:`BarrierProtocol` (``collective``) waits for every present peer's local
 work before each attempt, and a :class:`ContinuousProtocol` runs unchanged.
 
@@ -366,11 +367,60 @@ class GroupProtocol(BarrierProtocol):
         nothing to count)."""
 
 
+class MailboxProtocol(BarrierProtocol):
+    """A barrier protocol that also runs as asynchronous SGP under ``schedule: async``
+    (gossip, sgp): every present peer loops over its local work and one step; at its
+    step it sends to its out-neighbours (one flow each) and mixes what has arrived since
+    its last step (:mod:`sim.engine.mailbox`). Barrier rounds (:meth:`plan`) are unchanged.
+
+    A subclass **implements**, besides what :class:`BarrierProtocol` asks:
+
+    - :meth:`out_neighbours`: where a peer sends at its step (one slot each);
+    - :meth:`mailbox_bytes`: the bytes of one message;
+    - :meth:`post`: the payload a peer sends (and what it takes off its own rows);
+    - :meth:`arrive`: what a delivered payload does to the receiver's rows (False: it
+      goes to the receiver's mailbox, newest per sender);
+    - :meth:`returned`: a failed message's payload back at its sender;
+    - :meth:`mix`: a peer's step over its mailbox.
+
+    Everything else as :class:`BarrierProtocol`.
+    """
+
+    @abstractmethod
+    def out_neighbours(self, peer: int, step: int) -> np.ndarray:
+        """(k,) int, the peers ``peer`` sends to at its ``step``-th step (0-based), one
+        slot each; a slot naming ``peer`` itself sends nothing (its share stays home)."""
+
+    @abstractmethod
+    def mailbox_bytes(self) -> float:
+        """Bytes of one message."""
+
+    @abstractmethod
+    def post(self, state: State, peer: int, sent: int) -> Any:
+        """The payload ``peer`` sends to each of ``sent`` out-neighbours now; a
+        mass-conserving protocol takes the ``sent`` shares off ``peer``'s rows."""
+
+    @abstractmethod
+    def arrive(self, state: State, peer: int, payload: Any) -> bool:
+        """A message reached ``peer``: True when ``payload`` was applied to its rows,
+        False when it waits in ``peer``'s mailbox for its next step."""
+
+    @abstractmethod
+    def returned(self, state: State, peer: int, payload: Any) -> None:
+        """A message ``peer`` sent failed (an end preempted): give back what
+        :meth:`post` took off (nothing for a protocol that took nothing)."""
+
+    @abstractmethod
+    def mix(self, state: State, peer: int, mailbox: dict[int, Any]) -> None:
+        """``peer``'s step: mix its rows with ``mailbox`` (sender → newest payload; not
+        empty)."""
+
+
 def schedules_of(cls: type[Protocol]) -> tuple[str, ...]:
     """The network clock's schedules a protocol class runs: ``("barrier", "async")`` for
-    group protocols, collectives and continuous-time protocols, ``("barrier",)`` for
+    group and mailbox protocols, collectives and continuous-time protocols, ``("barrier",)`` for
     other barrier protocols, ``()`` for a rounds-only :class:`Protocol`."""
-    if issubclass(cls, GroupProtocol | ContinuousProtocol):
+    if issubclass(cls, GroupProtocol | MailboxProtocol | ContinuousProtocol):
         return ("barrier", "async")
     if issubclass(cls, BarrierProtocol):
         return ("barrier", "async") if cls.collective else ("barrier",)

@@ -13,6 +13,12 @@ keep their vectors and are skipped by their neighbours.
   1 − Σ_j w_ij. Symmetric and doubly stochastic, hence mean-preserving; with a fixed W
   the error shrinks at least by ρ = max(|λ₂|, |λ_N|) per round.
 
+``schedule: async`` (network clock; asynchronous SGP, :mod:`sim.engine.mailbox`): at
+its own step a peer sends Q(x_i) to each of its neighbours, then mixes with the newest
+value v_j received from each neighbour since its last step:
+x_i ← x_i + Σ_j w_ij (v_j − x_i), with the full graph's weights (a peer does not know
+who is present; Σ_j w_ij < 1, so the range never widens). The mean may drift.
+
 Messages: every present peer sends its vector to each present neighbour (one message of
 S bytes per directed present edge).
 
@@ -49,7 +55,8 @@ import numpy as np
 from pydantic import Field
 
 from protocols._common import Compression, as_mask, mean_drift, wire_of
-from protocols.base import BarrierProtocol
+from protocols._mailbox import mix_row, snapshot
+from protocols.base import MailboxProtocol
 from protocols.contract import Context, Flows, RoundPlan, RoundStats, State
 from protocols.footprint import Footprint, graph_size, neighbour_footprint
 from protocols.graphs import TopologyParams, build_graph, neighbour_table
@@ -111,7 +118,7 @@ def wire_drift(x: Any, y: Any) -> float:
     return float(xp.sqrt(xp.sum(shift * shift))) / x.shape[0] / math.sqrt(x.shape[1])
 
 
-class Gossip(BarrierProtocol):
+class Gossip(MailboxProtocol):
     """Synchronous gossip: each present peer averages with its present neighbours."""
 
     Params = GossipParams
@@ -179,3 +186,35 @@ class Gossip(BarrierProtocol):
             messages=messages,
             mean_drift=drift,
         )
+
+    # -- schedule: async (asynchronous SGP) ------------------------------------------------
+    def out_neighbours(self, peer: int, step: int) -> np.ndarray:
+        """The graph's neighbours of ``peer`` (every step)."""
+        return self.neighbours[peer][self.valid[peer]]
+
+    def mailbox_bytes(self) -> float:
+        """One vector through the wire."""
+        return float(self._message_bytes)
+
+    def post(self, state: State, peer: int, sent: int) -> Any:
+        """Q(x_peer); the sender keeps its rows."""
+        return snapshot(state, peer, self.wire)
+
+    def arrive(self, state: State, peer: int, payload: Any) -> bool:
+        """Values wait in the mailbox."""
+        return False
+
+    def returned(self, state: State, peer: int, payload: Any) -> None:
+        """Nothing was taken off the sender."""
+
+    def mix(self, state: State, peer: int, mailbox: dict[int, Any]) -> None:
+        """x_i ← x_i + Σ_j w_ij (v_j − x_i) over the senders in ``mailbox`` (full-graph
+        weights)."""
+        weights = self._full[0][peer]
+        slots = self.neighbours[peer].tolist()
+        terms = [
+            (float(weights[k]), mailbox[j])
+            for k, j in enumerate(slots)
+            if self.valid[peer, k] and j in mailbox
+        ]
+        mix_row(state, peer, terms)

@@ -18,6 +18,19 @@ For small N the two offsets may coincide with each other or with i (N = 2: b ≡
 weights are per slot, so a peer listed twice counts twice (N = 2 mixes 2/3 self, 1/3
 other). N = 1 does nothing.
 
+``schedule: async`` (network clock; asynchronous SGP, :mod:`sim.engine.mailbox`): at
+its own step t_i (its step count) a peer uses the offsets of round t_i.
+
+- ``push_sum: false`` — it sends Q(x_i) to i − a and i − b, then mixes with the newest
+  value from each sender since its last step, equal weights:
+  x_i ← (x_i + Σ_j v_j)/(1 + m) for m senders (1/3 each for two, as in rounds).
+  Stale values are allowed; the mean may drift.
+- ``push_sum: true`` — it keeps 1/3 of (x_i, w_i) and sends 1/3 to each of i + a and
+  i + b; the receiver adds the share on delivery, a failed flow gives it back to the
+  sender, and a share whose edge is busy (its previous share still in flight) or whose
+  receiver is absent stays home. Σx and Σw over the peers and the shares in flight are
+  conserved (round-off).
+
 Messages: each present peer sends its vector (with push-sum also its weight, one more
 coordinate) to each present out-neighbour other than itself.
 
@@ -54,7 +67,8 @@ import numpy as np
 from pydantic import Field
 
 from protocols._common import Compression, as_mask, mean_drift, wire_of
-from protocols.base import BarrierProtocol, ProtocolParams
+from protocols._mailbox import add_share, mix_row, snapshot, take_shares
+from protocols.base import MailboxProtocol, ProtocolParams
 from protocols.contract import Context, Flows, RoundPlan, RoundStats, State
 from protocols.footprint import Footprint, GraphSize, neighbour_footprint
 from protocols.gossip import column_excess, compressed_neighbour_mean, wire_drift
@@ -77,7 +91,7 @@ def offsets(n_peers: int, t: int) -> tuple[int, int]:
     return 2**h % n_peers, 2 ** (h + 1) % n_peers
 
 
-class Sgp(BarrierProtocol):
+class Sgp(MailboxProtocol):
     """Exponential-graph averaging, optionally as true push-sum."""
 
     Params = SgpParams
@@ -189,3 +203,39 @@ class Sgp(BarrierProtocol):
         messages = int(np.count_nonzero(sends & (out != self._peers[:, None])))
         nbytes = messages * (self._vector_bytes + self.ctx.itemsize)
         return RoundStats(float(nbytes), messages, drift)
+
+    # -- schedule: async (asynchronous SGP) ------------------------------------------------
+    def out_neighbours(self, peer: int, step: int) -> np.ndarray:
+        """i + a, i + b (push-sum) or i − a, i − b (mod N) for the offsets of round
+        ``step``; nothing for N < 2."""
+        if self.ctx.n_peers < 2:
+            return np.zeros(0, dtype=np.intp)
+        return self._targets(step, +1 if self.params.push_sum else -1)[peer]
+
+    def mailbox_bytes(self) -> float:
+        """One vector through the wire, plus one exact coordinate with push-sum."""
+        return float(self._vector_bytes + (self.ctx.itemsize if self.params.push_sum else 0))
+
+    def post(self, state: State, peer: int, sent: int) -> Any:
+        """Push-sum: 1/3 of (x, w) per receiver, taken off ``peer``; else Q(x_peer)."""
+        if self.params.push_sum:
+            return take_shares(state, peer, sent, 2, self.wire)
+        return snapshot(state, peer, self.wire)
+
+    def arrive(self, state: State, peer: int, payload: Any) -> bool:
+        """Push-sum: the receiver adds the (decoded) share now; else the mailbox."""
+        if not self.params.push_sum:
+            return False
+        add_share(state, peer, payload[1], payload[2])
+        return True
+
+    def returned(self, state: State, peer: int, payload: Any) -> None:
+        """Push-sum: the share goes back to its sender, exact."""
+        if self.params.push_sum:
+            add_share(state, peer, payload[0], payload[2])
+
+    def mix(self, state: State, peer: int, mailbox: dict[int, Any]) -> None:
+        """Equal weights 1/(1 + m) on itself and the m senders (plain mixing only; a
+        push-sum mailbox is always empty)."""
+        weight = 1.0 / (1.0 + len(mailbox))
+        mix_row(state, peer, [(weight, mailbox[j]) for j in sorted(mailbox)])

@@ -8,6 +8,8 @@
   schedules);
 - :class:`AsyncEngine`: ``clock: network``, ``schedule: async``, a
   :class:`~protocols.base.GroupProtocol`: every peer's own loop, hivemind's matchmaking;
+- :class:`MailboxEngine`: ``clock: network``, ``schedule: async``, a mailbox protocol
+  (gossip, sgp: asynchronous SGP);
 - :class:`CollectiveEngine`: ``clock: network``, ``schedule: async``, a collective
   barrier protocol: barrier rounds after every present peer's local work.
 
@@ -26,13 +28,14 @@ from sim.engine.barrier import BarrierEngine
 from sim.engine.base import Engine, Progress
 from sim.engine.collective import CollectiveEngine
 from sim.engine.continuous import ContinuousEngine
+from sim.engine.mailbox import MailboxEngine
 from sim.engine.network import NetworkEngine
 from sim.engine.rounds import RoundsEngine
 from sim.model.scenario.models import Scenario, check_async
 
 #: Every engine, in the order :func:`engine_class` tries them.
 ENGINES: tuple[type[Engine], ...] = (
-    RoundsEngine, AsyncEngine, CollectiveEngine, BarrierEngine, ContinuousEngine,
+    RoundsEngine, AsyncEngine, MailboxEngine, CollectiveEngine, BarrierEngine, ContinuousEngine,
 )  # fmt: skip
 
 
@@ -75,6 +78,7 @@ __all__ = [
     "CollectiveEngine",
     "ContinuousEngine",
     "Engine",
+    "MailboxEngine",
     "NetworkEngine",
     "Progress",
     "RoundsEngine",

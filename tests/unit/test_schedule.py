@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import protocols
 import sim
-from protocols.base import BarrierProtocol, ContinuousProtocol, GroupProtocol
+from protocols.base import BarrierProtocol, ContinuousProtocol, GroupProtocol, MailboxProtocol
 from sim.cli import app
 from sim.core.errors import ScenarioError
 from sim.engine.schedules import (
@@ -19,6 +19,7 @@ from sim.engine.schedules import (
     BarrierEngine,
     CollectiveEngine,
     ContinuousEngine,
+    MailboxEngine,
     engine_class,
 )
 from sim.model.scenario import json_schema
@@ -50,24 +51,26 @@ def test_schedule_async_needs_the_network_clock():
     )
 
 
-@pytest.mark.parametrize("name", ["gossip", "sgp", "all_reduce", "random_pairs"])
+@pytest.mark.parametrize("name", ["all_reduce", "random_pairs"])
 def test_schedule_async_refuses_protocols_without_an_async_form(name):
     with pytest.raises(ScenarioError) as caught:
         scenario(name, schedule="async")
     assert str(caught.value) == (
         f"schedule: expected barrier for protocol {name} (schedule: async runs a2cid2, "
-        "moshpit, pairwise_gossip, push_sum, random_groups, ring_allreduce), got 'async'"
+        "gossip, moshpit, pairwise_gossip, push_sum, random_groups, ring_allreduce, sgp), got "
+        "'async'"
     )
 
 
 def test_the_refusal_is_one_line_with_exit_2(tmp_path: Path):
-    path = tmp_path / "gossip.yaml"
+    path = tmp_path / "pairs.yaml"
     path.write_text(
-        "name: g\nclock: network\nschedule: async\nprotocol: {name: gossip}\nstop: {max_time: 2}\n"
+        "name: g\nclock: network\nschedule: async\nprotocol: {name: random_pairs}\n"
+        "stop: {max_time: 2}\n"
     )
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: schedule: expected barrier for protocol gossip")
+    assert result.stderr.startswith("error: schedule: expected barrier for protocol random_pairs")
     assert len(result.stderr.strip().splitlines()) == 1
 
 
@@ -108,6 +111,8 @@ def test_the_engine_follows_the_schedule(name):
     cls = protocols.get(name)
     if issubclass(cls, GroupProtocol):
         expected: type | None = AsyncEngine
+    elif issubclass(cls, MailboxProtocol):
+        expected = MailboxEngine
     elif issubclass(cls, BarrierProtocol) and cls.collective:
         expected = CollectiveEngine
     elif issubclass(cls, ContinuousProtocol):
