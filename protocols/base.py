@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from protocols import _registry
+from protocols._async_groups import async_rules
 from protocols._common import wire_of
 from protocols.contract import (
     Context,
@@ -340,9 +341,12 @@ class GroupProtocol(BarrierProtocol):
         """The key ``peer`` declares itself under at its ``step``-th averaging step
         (0-based, the steps it averaged so far)."""
 
-    @abstractmethod
     def matchmaking(self) -> Matchmaking:
-        """The matchmaking rules of this protocol's parameters."""
+        """The matchmaking rules of this protocol's parameters. Default: ``group_size``,
+        ``min_group_size``, ``matchmaking_time``, ``averaging_timeout`` (null: 4 ×
+        ``matchmaking_time``) and ``matchmaking_latency`` read from ``self.params``
+        (:func:`protocols._async_groups.async_rules`)."""
+        return async_rules(self.params)
 
     @abstractmethod
     def group_plan(

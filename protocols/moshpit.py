@@ -77,7 +77,7 @@ from pydantic import Field, model_validator
 
 from protocols import _grid
 from protocols import _moshpit_net as net
-from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT, async_rules
+from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT
 from protocols._butterfly import ButterflySetup, ShareCache, compressed_round
 from protocols._common import (
     Bytes,
@@ -93,7 +93,6 @@ from protocols.contract import (
     IDLE_ROUND_S,
     Context,
     GroupPlan,
-    Matchmaking,
     RoundPlan,
     RoundStats,
     State,
@@ -383,11 +382,6 @@ class Moshpit(GroupProtocol):
         dims, size = self.params.grid_dims, self.params.group_size
         axis = step % dims
         return axis * size ** (dims - 1) + int(self.lines[axis][peer])
-
-    def matchmaking(self) -> Matchmaking:
-        """``group_size``, ``min_group_size``, ``matchmaking_time``, ``averaging_timeout``
-        (null: 4 × ``matchmaking_time``) and ``matchmaking_latency``."""
-        return async_rules(self.params)
 
     def group_plan(
         self, members: np.ndarray, notify_s: np.ndarray, chunks: np.ndarray

@@ -50,7 +50,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from protocols import _moshpit_net as net
-from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT, async_rules
+from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT
 from protocols._butterfly import (
     PART_BYTES,
     ButterflySetup,
@@ -73,7 +73,6 @@ from protocols.contract import (
     Context,
     Flows,
     GroupPlan,
-    Matchmaking,
     RoundPlan,
     RoundStats,
     State,
@@ -209,11 +208,6 @@ class RandomGroups(GroupProtocol):
     def group_key(self, peer: int, step: int) -> int:
         """One key for everyone (hivemind with no group bits)."""
         return 0
-
-    def matchmaking(self) -> Matchmaking:
-        """``group_size``, ``min_group_size``, ``matchmaking_time``, ``averaging_timeout``
-        (null: 4 × ``matchmaking_time``) and ``matchmaking_latency``."""
-        return async_rules(self.params)
 
     def group_plan(
         self, members: np.ndarray, notify_s: np.ndarray, chunks: np.ndarray

@@ -26,7 +26,6 @@ generator is not drawn from. Same-instant decisions follow rank order
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Generator
 from typing import Any
@@ -40,8 +39,8 @@ from protocols.contract import GroupPlan
 from sim.core.seeding import component_rng
 from sim.engine.matchmaking import Assembled, Matchmaker, Order, hivemind_order
 from sim.engine.netclock import NetworkClock
-from sim.engine.sampled import SampledEngine
-from sim.engine.steps import ALLREDUCE, COLUMNS, COMPUTE, MATCHMAKING, StepBook
+from sim.engine.peer_loops import NO_MATCHMAKING, PeerLoopEngine
+from sim.engine.steps import ALLREDUCE, COMPUTE, MATCHMAKING
 from sim.model.scenario.models import Scenario
 
 
@@ -54,24 +53,15 @@ class _GroupRun:
         self.averaged: dict[int, bool] = {}
 
 
-class AsyncEngine(SampledEngine):
+class AsyncEngine(PeerLoopEngine):
     """Per-peer loops of local work and hivemind-matched group steps."""
 
     protocol_type = GroupProtocol
-    schedules = frozenset({"async"})
-    reports_events = True  # groups change rows between samples
 
     def __init__(
         self, scenario: Scenario, seed: int, interrupt: threading.Event | None = None
     ) -> None:
         super().__init__(scenario, seed, interrupt)
-        n = self.exists.size
-        self.book = StepBook(n)
-        self.recorder.extra_columns = COLUMNS
-        self.recorder.extra = lambda: self.book.row(float(self.env.now), self.exists)
-        table = self.peers
-        self.local_s = table["compute"].to_numpy(float) + table["delay_s"].to_numpy(float)
-        self.loops: dict[int, simpy.Process] = {}
         self.group_of: dict[int, _GroupRun] = {}  # members of groups under way
         self.matchmaker: Matchmaker | None = None
         self._rngs: dict[int, np.random.Generator] = {}
@@ -214,27 +204,13 @@ class AsyncEngine(SampledEngine):
             run = self.group_of.get(p)
             if run is not None:
                 run.lost.add(p)
-            loop = self.loops.pop(p, None)
-            if loop is not None and loop.is_alive:
-                loop.interrupt()
+            self.stop_loop(p)
 
-    def up(self, peers: np.ndarray) -> None:
-        """``peers`` are present again: each starts a fresh loop."""
-        for p in peers.tolist():
-            self.loops[p] = self.env.process(self._loop(p))
-
-    # -- counters, summary, tables ---------------------------------------------------------
-    def update_counters(self) -> None:
-        """Whole seconds elapsed; bytes the network moved; messages: flows started and
-        refused ones."""
-        net = self.clock.net
-        self.rounds = math.floor(self.env.now + 1e-9)
-        self.bytes_sent = net.bytes_sent_total
-        self.messages = net.flows_started + self.clock.failed_messages
+    # -- summary, tables -------------------------------------------------------------------
 
     def summary_fields(self) -> dict[str, Any]:
         """Steps per peer, failed steps, groups, phase times, matchmaking counts."""
-        counts = _NO_COUNTS if self.matchmaker is None else self.matchmaker.counts
+        counts = NO_MATCHMAKING if self.matchmaker is None else self.matchmaker.counts
         return self.book.summary(float(self.env.now), self.exists, counts)
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -244,4 +220,3 @@ class AsyncEngine(SampledEngine):
 
 #: Trace slice names of the phases (:data:`sim.engine.steps.PHASES`).
 _NAMES = dict(enumerate(("compute", "matchmaking", "all-reduce")))
-_NO_COUNTS = dict.fromkeys(("messages", "disbanded", "rejected"), 0)

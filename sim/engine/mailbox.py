@@ -20,7 +20,6 @@ start in peer order, same-instant events in SimPy's order.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Generator
 from functools import partial
@@ -32,29 +31,20 @@ import simpy
 
 from protocols.base import MailboxProtocol
 from sim.engine.netclock import NetworkClock
-from sim.engine.sampled import SampledEngine
-from sim.engine.steps import COLUMNS, COMPUTE, StepBook
+from sim.engine.peer_loops import NO_MATCHMAKING, PeerLoopEngine
+from sim.engine.steps import COMPUTE
 from sim.model.scenario.models import Scenario
 
 
-class MailboxEngine(SampledEngine):
+class MailboxEngine(PeerLoopEngine):
     """Per-peer loops of local work, sends to the out-neighbours and mailbox mixing."""
 
     protocol_type = MailboxProtocol
-    schedules = frozenset({"async"})
-    reports_events = True  # steps and deliveries change rows between samples
 
     def __init__(
         self, scenario: Scenario, seed: int, interrupt: threading.Event | None = None
     ) -> None:
         super().__init__(scenario, seed, interrupt)
-        n = self.exists.size
-        self.book = StepBook(n)
-        self.recorder.extra_columns = COLUMNS
-        self.recorder.extra = lambda: self.book.row(float(self.env.now), self.exists)
-        table = self.peers
-        self.local_s = table["compute"].to_numpy(float) + table["delay_s"].to_numpy(float)
-        self.loops: dict[int, simpy.Process] = {}
         self.mailboxes: dict[int, dict[int, Any]] = {}
         #: (src, dst) → the payload in flight on that edge (one at a time per edge).
         self.in_flight: dict[tuple[int, int], Any] = {}
@@ -119,31 +109,14 @@ class MailboxEngine(SampledEngine):
         """``peers`` were preempted: their loops stop and their mailboxes are emptied."""
         for p in peers.tolist():
             self.mailboxes.pop(p, None)
-            loop = self.loops.pop(p, None)
-            if loop is not None and loop.is_alive:
-                loop.interrupt()
+            self.stop_loop(p)
 
-    def up(self, peers: np.ndarray) -> None:
-        """``peers`` are present again: each starts a fresh loop."""
-        for p in peers.tolist():
-            self.loops[p] = self.env.process(self._loop(p))
-
-    # -- counters, summary, tables ---------------------------------------------------------
-    def update_counters(self) -> None:
-        """Whole seconds elapsed; bytes the network moved; messages: flows started and
-        refused ones."""
-        net = self.clock.net
-        self.rounds = math.floor(self.env.now + 1e-9)
-        self.bytes_sent = net.bytes_sent_total
-        self.messages = net.flows_started + self.clock.failed_messages
+    # -- summary, tables -------------------------------------------------------------------
 
     def summary_fields(self) -> dict[str, Any]:
         """Steps per peer and compute time (no groups, no matchmaking)."""
-        return self.book.summary(float(self.env.now), self.exists, _NO_COUNTS)
+        return self.book.summary(float(self.env.now), self.exists, NO_MATCHMAKING)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """``traffic``, and ``steps`` (:class:`~sim.engine.steps.StepBook`)."""
         return {**super().tables(), "steps": self.book.tables(float(self.env.now))["steps"]}
-
-
-_NO_COUNTS = dict.fromkeys(("messages", "disbanded", "rejected"), 0)

@@ -1,0 +1,72 @@
+"""The shared part of the ``schedule: async`` engines: one SimPy loop per present peer.
+
+:class:`PeerLoopEngine` holds the loops, the step book (steps per peer, phase times) and
+each peer's local work per step; it starts a fresh loop when a peer is present again and
+stops a peer's loop the instant it is preempted. A subclass implements :meth:`_loop`
+(one peer's loop) and extends :meth:`down` with what else a preemption ends (a group, a
+mailbox).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+import simpy
+
+from sim.engine.sampled import SampledEngine
+from sim.engine.steps import COLUMNS, StepBook
+from sim.model.scenario.models import Scenario
+
+#: Matchmaking counts of a run without matchmaking.
+NO_MATCHMAKING = dict.fromkeys(("messages", "disbanded", "rejected"), 0)
+
+
+class PeerLoopEngine(SampledEngine):
+    """Per-peer loops under ``schedule: async`` (subclasses: the group and mailbox engines)."""
+
+    schedules = frozenset({"async"})
+    reports_events = True  # steps change rows between samples
+
+    def __init__(
+        self, scenario: Scenario, seed: int, interrupt: threading.Event | None = None
+    ) -> None:
+        super().__init__(scenario, seed, interrupt)
+        self.book = StepBook(self.exists.size)
+        self.recorder.extra_columns = COLUMNS
+        self.recorder.extra = lambda: self.book.row(float(self.env.now), self.exists)
+        table = self.peers
+        self.local_s = table["compute"].to_numpy(float) + table["delay_s"].to_numpy(float)
+        self.loops: dict[int, simpy.Process] = {}
+
+    def _loop(self, peer: int) -> Generator[simpy.Event, Any, None]:
+        """One peer's loop, from its return (or the start) until it is preempted."""
+        raise NotImplementedError
+
+    # -- presence (a listener of the network clock) ----------------------------------------
+    def down(self, peers: np.ndarray) -> None:
+        """``peers`` were preempted: their loops stop now."""
+        for p in peers.tolist():
+            self.stop_loop(p)
+
+    def stop_loop(self, peer: int) -> None:
+        """Interrupt ``peer``'s loop, if it runs."""
+        loop = self.loops.pop(peer, None)
+        if loop is not None and loop.is_alive:
+            loop.interrupt()
+
+    def up(self, peers: np.ndarray) -> None:
+        """``peers`` are present again: each starts a fresh loop."""
+        for p in peers.tolist():
+            self.loops[p] = self.env.process(self._loop(p))
+
+    def update_counters(self) -> None:
+        """Whole seconds elapsed; bytes the network moved; messages: flows started and
+        refused ones."""
+        net = self.clock.net
+        self.rounds = math.floor(self.env.now + 1e-9)
+        self.bytes_sent = net.bytes_sent_total
+        self.messages = net.flows_started + self.clock.failed_messages
