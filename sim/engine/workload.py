@@ -160,9 +160,14 @@ def slow_run_message(scenario: Scenario) -> str | None:
     target = scenario.stop.target_var
     if math.isinf(events):
         ends = "only stop.target_var can end it" if target else "nothing ends it"
+        steps, causes = (
+            ("steps", "no latency, no delay, no peers.compute")
+            if scenario.schedule == "async"
+            else ("rounds", "no latency, no delay")
+        )
         return (
-            "this run may never end: its rounds take no simulated time (unlimited bandwidth, "
-            f"no latency, no delay), so stop.max_time is never reached and {ends}; "
+            f"this run may never end: its {steps} take no simulated time (unlimited "
+            f"bandwidth, {causes}), so stop.max_time is never reached and {ends}; "
             "set stop.max_rounds"
         )
     earlier = "; it ends earlier once stop.target_var is reached" if target else ""

@@ -217,3 +217,17 @@ def test_rounds_of_no_simulated_time_warn_that_the_run_may_never_end():
     assert message is not None
     assert message.startswith("this run may never end: its rounds take no simulated time")
     assert message.endswith("set stop.max_rounds")
+
+
+def test_async_steps_of_no_simulated_time_name_compute():
+    instant = scenario(
+        clock="network",
+        schedule="async",
+        peers={"count": 8, "upload": "inf", "download": "inf", "latency": 0, "compute": 0},
+        protocol={"name": "moshpit", "group_size": 2, "grid_dims": 3},
+        stop={"max_rounds": None, "max_time": 10},
+    )
+    message = workload.slow_run_message(instant)
+    assert message is not None
+    assert message.startswith("this run may never end: its steps take no simulated time")
+    assert "no peers.compute" in message
