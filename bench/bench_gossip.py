@@ -6,7 +6,10 @@
 - E1 (performance.md): pairwise_gossip on the network clock (continuous time, every
   exchange two flows of S bytes), ring of N = 1024, dim = 64, 100 Mbit/s peers with
   10 ms latency, ``E1_SECONDS`` simulated seconds (≈ 10^5 exchanges started): exchanges
-  per second ÷ SimPy timeouts per second, target ≥ 0.2.
+  per second ÷ SimPy timeouts per second, target ≥ 0.2; and a2cid2 on the same workload
+  (target ≥ 0.1). Each also with the closed-form fast path off
+  (:data:`protocols._solo_exchanges.ENABLED`; every exchange as flows, one ring at a
+  time: the figure before issue 13), for ``E1_SECONDS / 4``, in the same run.
 - E2 (performance.md): a2cid2 on a ring of N = 4096, dim = 16, 100 time units:
   exchanges per second and the same ratio. E2's target is 3 × E1's exchange rate, and
   E1 (network clock) must reach 0.2 × SimPy's timeouts, so the ratio to SimPy that
@@ -24,6 +27,7 @@ import time
 
 import simpy
 
+import protocols._solo_exchanges as solo
 import sim
 
 TIMEOUTS = 200_000
@@ -62,9 +66,10 @@ def exchanges_per_s(protocol: str, n_peers: int, dim: int, time_units: int) -> f
 
 
 def network_exchanges_per_s(
-    n_peers: int, dim: int, seconds: float, protocol: str = "pairwise_gossip"
+    n_peers: int, dim: int, seconds: float, protocol: str = "pairwise_gossip", fast: bool = True
 ) -> tuple[float, int]:
-    """(exchanges per wall second, exchanges) on the network clock (E1: pairwise_gossip)."""
+    """(exchanges per wall second, exchanges) on the network clock (E1: pairwise_gossip);
+    ``fast`` False runs every exchange through the general flow path."""
     scenario = sim.scenario_from_mapping(
         {
             "name": "bench-e1",
@@ -81,7 +86,11 @@ def network_exchanges_per_s(
             "metrics": {"every": seconds},
         }
     )
-    summary = sim.run(scenario, seed=0).summary
+    enabled, solo.ENABLED = solo.ENABLED, fast
+    try:
+        summary = sim.run(scenario, seed=0).summary
+    finally:
+        solo.ENABLED = enabled
     exchanges = summary["messages"] // 2
     return exchanges / summary["wall_time_s"], exchanges
 
@@ -101,23 +110,34 @@ def run() -> list[tuple[str, float, str, str]]:
         rate, simpy_rate = paired(3, protocol, 1024, 64, 50)
         figures.append((f"{protocol} ring 1024 dim 64", rate, "exchanges/s", "rounds clock"))
         figures.append((f"{protocol} / SimPy timeouts", rate / simpy_rate, "ratio", "same run"))
-    e1, simpy_e1, count = [], [], 0
-    for _ in range(3):
+    simpy_e1: list[float] = []
+    for protocol, label, target in (
+        ("pairwise_gossip", "E1 pairwise_gossip network", "target >= 0.2"),
+        ("a2cid2", "a2cid2 network", "target >= 0.1"),
+    ):
+        fast, count = [], 0
+        for _ in range(3):
+            simpy_e1.append(simpy_timeouts_per_s())
+            rate, count = network_exchanges_per_s(1024, 64, E1_SECONDS, protocol)
+            fast.append(rate)
         simpy_e1.append(simpy_timeouts_per_s())
-        rate, count = network_exchanges_per_s(1024, 64, E1_SECONDS)
-        e1.append(rate)
-    figures.append(
-        (
-            "E1 pairwise_gossip network ring 1024 dim 64",
-            max(e1),
-            "exchanges/s",
-            f"{count} exchanges",
+        general, general_count = network_exchanges_per_s(
+            1024, 64, E1_SECONDS / 4, protocol, fast=False
         )
-    )
-    figures.append(("E1 / SimPy timeouts", max(e1) / max(simpy_e1), "ratio", "target >= 0.2"))
-    rate, count = network_exchanges_per_s(1024, 64, E1_SECONDS / 4, "a2cid2")
-    figures.append(("a2cid2 network ring 1024 dim 64", rate, "exchanges/s", f"{count} exchanges"))
-    figures.append(("a2cid2 network / SimPy timeouts", rate / max(simpy_e1), "ratio", "same run"))
+        best = max(simpy_e1)
+        short = "E1" if protocol == "pairwise_gossip" else "a2cid2 network"
+        figures.append(
+            (f"{label} ring 1024 dim 64", max(fast), "exchanges/s", f"{count} exchanges")
+        )
+        figures.append((f"{short} / SimPy timeouts", max(fast) / best, "ratio", target))
+        figures.append(
+            (
+                f"{short} general path / SimPy",
+                general / best,
+                "ratio",
+                f"fast path off, {general_count} exchanges",
+            )
+        )
     e2, simpy_rate = paired(3, "a2cid2", 4096, 16, 100)
     figures.append(("SimPy raw timeouts", simpy_rate, "timeouts/s", "same process"))
     figures.append(("E2 a2cid2 ring 4096 dim 16", e2, "exchanges/s", "100 time units"))

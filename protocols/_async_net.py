@@ -49,6 +49,15 @@ peer back within the instant it went down (steps in strictly increasing time, ``
 and ``up`` disjoint). A ``reset`` squeezed between a delivery and its callbacks would
 have the old incarnation's share subtracted from (or added to) the fresh row.
 
+Closed-form fast path (:mod:`protocols._solo_exchanges`): with ``max_concurrent: 1``
+and no shared links the two flows of an exchange are alone on their links unless
+another kind of flow (a ``fetch`` download) reaches them, and their completion is
+start + route latency + S / rate. :func:`exchange_process` then runs
+:class:`~protocols._solo_exchanges.SoloExchanges`: the rings up to the next event that
+could change anything are planned at once, their arithmetic applied in waves
+(``batch``), and only exchanges that cross such an event, or that may share a link,
+are sent as flows — same ring times, same completions, same bytes, bit for bit.
+
 The straggler ``delay`` of peers does not apply here (it is a per-round start delay).
 
 Observation: when the protocol has a ``watcher`` (the engine's exact-target tracker,
@@ -65,6 +74,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from protocols._solo_exchanges import Batch, Exchange, SoloExchanges
 from protocols.contract import RunEnv, State
 from sim.kernels.compression import IDENTITY, Wire, WireLike, as_wire
 from sim.kernels.pairwise import exchange_differences, move_pairs
@@ -74,8 +84,9 @@ WINDOW = 1.0
 
 #: ``snapshot(i, j)``: what an exchange sends, taken at its start.
 Snapshot = Callable[[int, int], Any]
-#: ``apply(i, j, sent)``: applies a completed exchange from its snapshot.
-Apply = Callable[[int, int, Any], None]
+#: ``apply(i, j, sent, now=None)``: applies a completed exchange from its snapshot, at
+#: ``now`` (default: the environment's now; a segment applies adopted exchanges ahead).
+Apply = Callable[..., None]
 
 
 def ring_loop(
@@ -103,82 +114,88 @@ def ring_loop(
         yield timeout(max(base + WINDOW - env.now, 0.0))
 
 
-class _Exchange:
-    """One exchange in flight: its ends, its snapshot and how many flows are left."""
-
-    __slots__ = ("apply", "busy", "counters", "i", "j", "left", "sent")
-
-    def __init__(
-        self, i: int, j: int, sent: Any, apply: Apply, busy: list[int], counters: dict
-    ) -> None:
-        self.i, self.j, self.sent, self.apply = i, j, sent, apply
-        self.busy, self.counters, self.left = busy, counters, 2
-
-    def on_end(self, event: simpy.Event) -> None:
-        """Callback of each flow's ``done``: apply after both, cancel on a failure."""
-        if self.left <= 0:  # already cancelled (the other flow failed first)
-            return
-        if event.ok:
-            self.left -= 1
-            if self.left:
-                return
-            self.apply(self.i, self.j, self.sent)
-            self.counters["completed"] += 1
-        else:
-            self.left = 0
-            self.counters["cancelled"] += 1
-        self.busy[self.i] -= 1
-        self.busy[self.j] -= 1
-
-
 def pairwise_rules(state: State, wire: WireLike = IDENTITY) -> tuple[Snapshot, Apply]:
     """Pairwise gossip's exchange through ``wire``: the snapshot is (d_i, d_j) =
     (s_i − Q(s_j), Q(s_i) − s_j) (:func:`~sim.kernels.pairwise.exchange_differences`;
-    one s_i − s_j on an exact wire), the update x_i −= d_i/2, x_j += d_j/2."""
+    one s_i − s_j on an exact wire), the update x_i −= d_i/2, x_j += d_j/2 (at any
+    time: ``now`` is not needed)."""
     wire = as_wire(wire)
 
     def snapshot(i: int, j: int) -> Any:
         return exchange_differences(state.x, i, j, wire)
 
-    def apply(i: int, j: int, d: Any) -> None:
+    def apply(i: int, j: int, d: Any, now: float | None = None) -> None:
         state.x = move_pairs(state.x, i, j, d[0], d[1], 0.5)
 
     return snapshot, apply
 
 
+def pairwise_batch(state: State, wire: WireLike = IDENTITY) -> Batch:
+    """Pairwise gossip's :data:`~protocols._solo_exchanges.Batch`: an exchange alone on
+    its rows from snapshot to update is a whole pairwise average; each wave is one
+    :func:`~sim.kernels.pairwise.exchange_differences` and one
+    :func:`~sim.kernels.pairwise.move_pairs` (the rows' arithmetic of one exchange at a
+    time)."""
+    wire = as_wire(wire)
+
+    def batch(
+        a: np.ndarray, b: np.ndarray, start: np.ndarray, end: np.ndarray, waves: list[np.ndarray]
+    ) -> None:
+        x = state.x
+        for wave in waves:
+            i, j = a[wave], b[wave]
+            d_i, d_j = exchange_differences(x, i, j, wire)
+            x = move_pairs(x, i, j, d_i, d_j, 0.5)
+        state.x = x
+
+    return batch
+
+
 def watched(watcher: Any, apply: Apply) -> Apply:
     """``apply`` with ``watcher.before``/``after`` around the change of rows i and j."""
 
-    def apply_watched(i: int, j: int, sent: Any) -> None:
+    def apply_watched(i: int, j: int, sent: Any, now: float | None = None) -> None:
         rows = np.array([i, j])
         watcher.before(rows)
-        apply(i, j, sent)
+        apply(i, j, sent, now)
         watcher.after(rows)
 
     return apply_watched
 
 
 def exchange_process(
-    protocol: Any, run: RunEnv, rules: tuple[Snapshot, Apply] | None = None
+    protocol: Any,
+    run: RunEnv,
+    rules: tuple[Snapshot, Apply] | None = None,
+    batch: Batch | None = None,
 ) -> Generator[simpy.Event, Any, None]:
     """SimPy process body: ring the edge clocks of ``protocol`` forever, in simulated
     seconds, starting exchanges over ``run.net`` (see the module docstring).
 
     ``protocol`` is an :class:`~protocols._edge_clocks.EdgeClockProtocol` (``edges``,
     ``clocks``, ``counters``, ``params.max_concurrent``, ``wire``, ``ctx``); ``rules``
-    its (snapshot, apply) pair, default :func:`pairwise_rules`.
+    its (snapshot, apply) pair, default :func:`pairwise_rules`; ``batch`` its
+    arithmetic of exchanges alone on their rows (default with the default rules:
+    :func:`pairwise_batch`), which lets :class:`~protocols._solo_exchanges.SoloExchanges`
+    time exchanges alone on their links in closed form (None: every exchange as flows).
     """
     present, counters, ctx = run.present, protocol.counters, protocol.ctx
     for key in ("completed", "cancelled"):
         counters.setdefault(key, 0)
-    snapshot, apply = pairwise_rules(run.state, protocol.wire) if rules is None else rules
+    if rules is None:
+        rules = pairwise_rules(run.state, protocol.wire)
+        batch = pairwise_batch(run.state, protocol.wire) if batch is None else batch
+    snapshot, apply = rules
     if protocol.watcher is not None:
         apply = watched(protocol.watcher, apply)
     ends = list(zip(protocol.edges[:, 0].tolist(), protocol.edges[:, 1].tolist(), strict=True))
     cap = int(protocol.params.max_concurrent)
-    nbytes = float(protocol.wire.message_bytes(ctx.dim, ctx.itemsize))
+    nbytes = float(protocol.wire.message_bytes(ctx.wire_coords, ctx.itemsize))
+    solo = SoloExchanges.build(protocol, run, (snapshot, apply), batch, nbytes, WINDOW)
+    if solo is not None:
+        return solo.process()
     busy = [0] * ctx.n_peers
-    send = run.net.send
+    send, env = run.net.send, run.env
 
     def plan(picked: np.ndarray) -> list[tuple[int, int]]:
         return [ends[edge] for edge in picked.tolist()]
@@ -195,7 +212,8 @@ def exchange_process(
         counters["exchanges"] += 1
         busy[i] += 1
         busy[j] += 1
-        exchange = _Exchange(i, j, snapshot(i, j), apply, busy, counters)
+        exchange = Exchange(i, j, snapshot(i, j), apply, busy, counters)
+        exchange.start_s = float(env.now)
         send(i, j, nbytes).done.callbacks.append(exchange.on_end)
         send(j, i, nbytes).done.callbacks.append(exchange.on_end)
 
@@ -256,7 +274,7 @@ def push_process(protocol: Any, run: RunEnv) -> Generator[simpy.Event, Any, None
         counters.setdefault(key, 0)
     degree, neighbours = protocol.degree, protocol.neighbours
     wire = protocol.wire
-    nbytes = float(wire.message_bytes(ctx.dim, ctx.itemsize) + ctx.itemsize)
+    nbytes = float(wire.message_bytes(ctx.wire_coords, ctx.itemsize) + ctx.itemsize)
     busy = [False] * ctx.n_peers
     send, rng = run.net.send, ctx.rng
 

@@ -6,13 +6,22 @@ With g members and equal shares, member b reduces part b (S/g bytes). Reduce-sca
 each member moves S·(1 + (g−2)/g) bytes, and the whole group 2·(g−1)·S bytes.
 
 Part sizes in whole coordinates come from a :class:`ShareCache` (equal shares, or
-moshpit's load balancing); :func:`pieces_of` cuts parts into pieces of at most
-``part_bytes`` (:data:`PART_BYTES`, hivemind's 512 KiB, unless moshpit's
+moshpit's load balancing); :meth:`ButterflySetup.pieces` cuts parts into pieces of at
+most ``part_bytes`` (:data:`PART_BYTES`, hivemind's 512 KiB, unless moshpit's
 ``part_bytes`` says otherwise); :func:`compressed_round` is the rounds
 clock's arithmetic through a lossy wire (``random_groups``, ``moshpit``). The flows of
 both protocols on the network clock come from one planner,
 :func:`protocols._moshpit_net.plan_groups` (parts streamed in pieces, one gate per piece,
 start times and timeouts).
+
+With ``vector.wire_bytes`` the vector on the wire has more coordinates than the
+simulated one: parts are cut into pieces on the wire (``part_bytes`` of the real vector,
+the wire's bytes of the real coordinates), and each piece acts on the simulated
+coordinates whose first wire coordinate it carries
+(:func:`protocols.contract.simulated_offsets`), so a piece lost costs its proportional
+share of the simulated part. The arithmetic then takes runs of consecutive pieces of a
+part that share their fate as one piece (:func:`merged`): a sample of a few coordinates
+per piece would otherwise be quantized on its own.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from protocols._load_balance import lp_shares, part_bounds, whole_coordinates
+from protocols.contract import simulated_offsets, wire_offsets
 from sim.kernels import Groups
 from sim.kernels.butterfly import butterfly_pieces
 from sim.kernels.compression import Wire
@@ -35,7 +45,11 @@ PART_BYTES = 512 * 1024
 
 @dataclass(frozen=True)
 class ButterflySetup:
-    """What the butterfly needs to know about the vector and the links."""
+    """What the butterfly needs to know about the vector and the links.
+
+    ``wire_coords`` is the coordinates of a whole vector on the wire
+    (:attr:`protocols.contract.Context.wire_coords`); None: ``dim``.
+    """
 
     dim: int
     itemsize: int
@@ -43,11 +57,34 @@ class ButterflySetup:
     wire: Wire
     sender_timeout_s: float = math.inf
     reducer_timeout_s: float = math.inf
+    wire_coords: int | None = None
 
     @property
     def piece_coords(self) -> int:
-        """Coordinates per piece (at least one)."""
+        """Coordinates on the wire per piece (at least one)."""
         return max(1, self.part_bytes // self.itemsize)
+
+    @property
+    def sampled(self) -> bool:
+        """True when the wire carries more coordinates than are simulated."""
+        return self.wire_coords is not None and self.wire_coords != self.dim
+
+    def pieces(self, counts: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Parts of ``counts`` simulated coordinates cut into pieces of at most
+        :attr:`piece_coords` wire coordinates: (bounds (P, 2) simulated coordinates,
+        reducer (P,), first (P,) bool, width (P,) int64 wire coordinates of each piece);
+        see :func:`pieces_of`. Without ``wire_coords`` the bounds are the pieces' own
+        coordinates and ``width`` their width."""
+        if not self.sampled:
+            bounds, reducer, first = pieces_of(counts, self.piece_coords)
+            return bounds, reducer, first, bounds[:, 1] - bounds[:, 0]
+        assert self.wire_coords is not None
+        dim, wire_coords = self.dim, self.wire_coords
+        starts, stops = part_bounds(counts)
+        wire_counts = wire_offsets(stops, dim, wire_coords) - wire_offsets(starts, dim, wire_coords)
+        on_wire, reducer, first = pieces_of(wire_counts, self.piece_coords)
+        bounds = simulated_offsets(on_wire, dim, wire_coords)
+        return bounds, reducer, first, on_wire[:, 1] - on_wire[:, 0]
 
 
 class ShareCache:
@@ -105,6 +142,49 @@ def equal_pieces_per_part(dim: int, group_size: int, piece_coords: int) -> float
     return whole / max(1, group_size)
 
 
+def merged(
+    bounds: np.ndarray, reducer: np.ndarray, contributes: np.ndarray, receives: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Pieces for the arithmetic: runs of consecutive pieces of one part (same reducer,
+    adjacent bounds) with the same ``contributes`` and ``receives`` rows made one piece;
+    pieces of no simulated coordinate dropped. Every coordinate keeps its reducer and
+    masks, so the exact arithmetic is unchanged; a lossy wire quantizes each run once.
+
+    Returns (bounds (Q, 2), reducer (Q,), contributes (Q, g), receives (Q, g)).
+    """
+    keep = bounds[:, 1] > bounds[:, 0]
+    bounds, reducer = bounds[keep], reducer[keep]
+    contributes, receives = contributes[keep], receives[keep]
+    if bounds.shape[0] < 2:
+        return bounds, reducer, contributes, receives
+    same = (
+        (reducer[1:] == reducer[:-1])
+        & (bounds[1:, 0] == bounds[:-1, 1])
+        & (contributes[1:] == contributes[:-1]).all(axis=1)
+        & (receives[1:] == receives[:-1]).all(axis=1)
+    )
+    head = np.flatnonzero(np.concatenate([[True], ~same]))
+    tail = np.concatenate([head[1:], [bounds.shape[0]]]) - 1
+    runs = np.stack([bounds[head, 0], bounds[tail, 1]], axis=1)
+    return runs, reducer[head], contributes[head], receives[head]
+
+
+def apply_pieces(
+    x: Any,
+    members: np.ndarray,
+    bounds: np.ndarray,
+    reducer: np.ndarray,
+    contributes: np.ndarray,
+    receives: np.ndarray,
+    setup: ButterflySetup,
+) -> tuple[Any, np.ndarray]:
+    """:func:`~sim.kernels.butterfly.butterfly_pieces` of one group through
+    ``setup.wire``; on a sampled vector (``setup.sampled``) over :func:`merged` pieces."""
+    if setup.sampled:
+        bounds, reducer, contributes, receives = merged(bounds, reducer, contributes, receives)
+    return butterfly_pieces(x, members, bounds, reducer, contributes, receives, setup.wire)
+
+
 def compressed_round(
     x: Any, groups: Groups, shares: ShareCache, setup: ButterflySetup
 ) -> tuple[Any, float, int, np.ndarray]:
@@ -122,11 +202,11 @@ def compressed_round(
         counts = shares.counts(members)
         if counts is None:
             continue
-        bounds, reducer, _ = pieces_of(counts, setup.piece_coords)
+        bounds, reducer, _, width = setup.pieces(counts)
         everyone = np.ones((bounds.shape[0], count), dtype=bool)
-        x, moved = butterfly_pieces(x, members, bounds, reducer, everyone, everyone, setup.wire)
+        x, moved = apply_pieces(x, members, bounds, reducer, everyone, everyone, setup)
         shift += moved
-        piece_bytes = setup.wire.nbytes(bounds[:, 1] - bounds[:, 0], setup.itemsize)
+        piece_bytes = setup.wire.nbytes(width, setup.itemsize)
         nbytes += 2 * (count - 1) * float(piece_bytes.sum())
         messages += 2 * (count - 1) * bounds.shape[0]
     return x, nbytes, messages, shift

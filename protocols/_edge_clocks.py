@@ -218,7 +218,7 @@ class EdgeClockProtocol(ContinuousProtocol):
         self.rates = edge_rates(self.edges, ctx.n_peers, params.rate)
         self.clocks = PoissonClocks(self.rates)
         #: Bytes of one vector sent (S, or less with ``compression``).
-        self.wire_vector_bytes = self.wire.message_bytes(ctx.dim, ctx.itemsize)
+        self.wire_vector_bytes = self.wire.message_bytes(ctx.wire_coords, ctx.itemsize)
 
     @property
     def events_keep_sum(self) -> bool:

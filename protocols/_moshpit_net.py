@@ -13,7 +13,9 @@ too, with its groups drawn at the round start, equal shares and no timeouts). Me
 order inside a group is the round's seeded shuffle; the position is the member's chunk
 index. Part j (``counts[j]`` coordinates, from load balancing or the equal split) is
 reduced by member j and cut into pieces of at most ``part_bytes`` (of the uncompressed
-vector). Per piece p of part j:
+vector on the wire: with ``vector.wire_bytes``, of the real vector, each piece acting on
+its share of the simulated coordinates, :meth:`~protocols._butterfly.ButterflySetup.pieces`).
+Per piece p of part j:
 
 - *request* flows a → j for every member a ≠ j, each after a's previous piece of part j
   (a stream: only its first piece pays the route latency, the next piece leaves as soon
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols._butterfly import ButterflySetup, ShareCache, pieces_of
+from protocols._butterfly import ButterflySetup, ShareCache
 from protocols._load_balance import member_bandwidth_bytes_per_s
 from protocols.contract import Flows
 
@@ -103,11 +105,12 @@ class Butterfly:
     """
 
     members: np.ndarray  # (g,) rows, chunk order
-    bounds: np.ndarray  # (P, 2) coordinates of each piece
+    bounds: np.ndarray  # (P, 2) simulated coordinates of each piece
     reducer: np.ndarray  # (P,) position of each piece's reducer
     piece: np.ndarray  # (K,) piece of request k
     sender: np.ndarray  # (K,) position of the sender of request k
     first: int
+    width: np.ndarray  # (P,) coordinates of each piece on the wire
 
     @property
     def n_requests(self) -> int:
@@ -129,8 +132,8 @@ def plan_groups(
         counts = shares.counts(members)
         if counts is None:
             continue
-        bounds, reducer, first_piece = pieces_of(counts, setup.piece_coords)
-        plan = _butterfly(members, bounds, reducer, first)
+        bounds, reducer, first_piece, width = setup.pieces(counts)
+        plan = _butterfly(members, bounds, reducer, first, width)
         chunks.append(_flows(plan, first_piece, gate, start_s, setup))
         plans.append(plan)
         first += 2 * plan.n_requests
@@ -139,11 +142,11 @@ def plan_groups(
 
 
 def _butterfly(
-    members: np.ndarray, bounds: np.ndarray, reducer: np.ndarray, first: int
+    members: np.ndarray, bounds: np.ndarray, reducer: np.ndarray, first: int, width: np.ndarray
 ) -> Butterfly:
     g = members.size
     piece, sender = np.nonzero(np.arange(g)[None, :] != reducer[:, None])
-    return Butterfly(members, bounds, reducer, piece, sender, first)
+    return Butterfly(members, bounds, reducer, piece, sender, first, width)
 
 
 def _flows(
@@ -154,8 +157,7 @@ def _flows(
     index = np.full((plan.bounds.shape[0], g), -1, dtype=np.intp)
     index[piece, sender] = plan.first + np.arange(k)
     previous = np.where(first_piece[piece], -1, index[np.maximum(piece - 1, 0), sender])
-    width = plan.bounds[:, 1] - plan.bounds[:, 0]
-    piece_bytes = setup.wire.nbytes(width, setup.itemsize)
+    piece_bytes = setup.wire.nbytes(plan.width, setup.itemsize)
     peer_s, peer_r = plan.members[sender], plan.members[plan.reducer[piece]]
     none = np.full(k, -1, dtype=np.intp)
     return Flows(

@@ -120,7 +120,10 @@ def _sparse(lap: sp.csr_matrix, edges: np.ndarray) -> tuple[float, float]:
     lightest = float(-np.max(lap.data[lap.data < 0]))
     # any σ < 0 finds 0 and λ₂; |σ| below λ₂ ≥ 4·(lightest edge)/(n·diam) (Mohar) is fast
     shift = -0.1 * lightest / n**2
-    values = eigsh(lap.tocsc(), k=2, sigma=shift, which="LM", return_eigenvectors=False)
+    # a fixed start vector: ARPACK's own (v0=None) comes from a generator whose state
+    # persists across calls, so λ₂'s last bits would differ between runs of one process
+    v0 = np.random.default_rng(n).standard_normal(n)
+    values = eigsh(lap.tocsc(), k=2, sigma=shift, which="LM", return_eigenvectors=False, v0=v0)
     lambda2 = float(np.max(values))
     grounded = splu(lap[: n - 1, : n - 1].tocsc())
     largest = 0.0

@@ -28,7 +28,9 @@ and x_i, x_j are snapshotted (m = s_i − s_j), then two flows of S bytes go i �
 j → i. When both have completed, both ends' (x, x̃) are brought forward to the
 completion time and the exchange is applied with the snapshot's m: x_i −= m/2,
 x̃_i −= α̃·m, x_j += m/2, x̃_j += α̃·m. A failed flow cancels it for both ends; a peer is
-in at most ``max_concurrent`` exchanges. :meth:`A2cid2.sync` brings every peer to the
+in at most ``max_concurrent`` exchanges; exchanges alone on their links are timed in
+closed form and applied in waves (:mod:`protocols._solo_exchanges`, the same
+arithmetic). :meth:`A2cid2.sync` brings every peer to the
 sampling time before the engine measures. Σx is kept at every sync: each completed
 exchange adds opposite amounts to x_i − x̃_i and x_j − x̃_j at one instant, which then
 decay alike. A rejoin ``fetch`` first brings both ends to now (:meth:`A2cid2.sync_rows`),
@@ -88,8 +90,8 @@ from protocols.contract import Context, RoundStats, RowValues, RowWatcher, RunEn
 from sim.kernels import a2cid2_exchange, a2cid2_mix, mix_coefficient
 from sim.kernels._xp import namespace, take_rows
 from sim.kernels.compression import IDENTITY, WireLike
-from sim.kernels.mixing import put_rows
-from sim.kernels.pairwise import exchange_differences, move_pairs
+from sim.kernels.mixing import put_rows, scatter_rows
+from sim.kernels.pairwise import exchange_differences, move_pairs, sent_differences
 
 #: Topologies whose rate-weighted graph is vertex-transitive: the edges at one peer
 #: carry every edge's effective resistance.
@@ -208,11 +210,14 @@ class A2cid2(EdgeClockProtocol):
         #: Network clock: each peer's last lazy-mixing time (seconds).
         self.last = np.zeros(ctx.n_peers)
 
-    def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
+    def invariants_in_force(
+        self, clock: str = "rounds", rejoin: str = "keep", schedule: str = "barrier"
+    ) -> frozenset[str]:
         """Σx is kept only while Σ(x − x̃) = 0: a rejoin that replaces a peer's (x, x̃)
         (``reset``, ``fetch``) drops that peer's x − x̃ from the sum, so Σx then moves
-        (Σ(x + x̃) is still kept)."""
-        kept = super().invariants_in_force(clock, rejoin)
+        (Σ(x + x̃) is still kept). The schedule changes nothing: the edge clocks run
+        unchanged under ``async``."""
+        kept = super().invariants_in_force(clock, rejoin, schedule)
         return kept if rejoin == "keep" else kept - {"sum"}
 
     @property
@@ -268,14 +273,38 @@ class A2cid2(EdgeClockProtocol):
             self.forward(state, np.array([i, j]), float(env.now))
             return exchange_differences(state.x, i, j, wire)
 
-        def apply(i: int, j: int, m: Any) -> None:
-            self.forward(state, np.array([i, j]), float(env.now))
+        def apply(i: int, j: int, m: Any, now: float | None = None) -> None:
+            self.forward(state, np.array([i, j]), float(env.now) if now is None else now)
             m_i, m_j = m
             state.x = move_pairs(state.x, i, j, m_i, m_j, 0.5)
             x_tilde = state.extra["x_tilde"]
             state.extra["x_tilde"] = move_pairs(x_tilde, i, j, m_i, m_j, self.alpha_tilde)
 
-        return exchange_process(self, run, (snapshot, apply))
+        def batch(
+            a: np.ndarray,
+            b: np.ndarray,
+            start: np.ndarray,
+            end: np.ndarray,
+            waves: list[np.ndarray],
+        ) -> None:
+            for wave in waves:
+                i, j = a[wave], b[wave]
+                at = (
+                    np.concatenate((start[wave], start[wave])),
+                    np.concatenate((end[wave], end[wave])),
+                )
+                if type(state.x) is np.ndarray and type(state.extra["x_tilde"]) is np.ndarray:
+                    self._solo_wave(state, i, j, at)
+                    continue
+                rows = np.concatenate((i, j))
+                self.forward_pairs(state, rows, at[0])
+                m_i, m_j = exchange_differences(state.x, i, j, wire)
+                self.forward_pairs(state, rows, at[1])
+                state.x = move_pairs(state.x, i, j, m_i, m_j, 0.5)
+                x_tilde = state.extra["x_tilde"]
+                state.extra["x_tilde"] = move_pairs(x_tilde, i, j, m_i, m_j, self.alpha_tilde)
+
+        return exchange_process(self, run, (snapshot, apply), batch)
 
     def forward(self, state: State, rows: np.ndarray, now: float) -> None:
         """Bring peers ``rows`` (distinct) forward with the closed-form mixing to ``now``."""
@@ -283,6 +312,24 @@ class A2cid2(EdgeClockProtocol):
         self.last[rows] = now
         if not np.any(c):
             return
+        self._mix_rows(state, rows, c)
+
+    def forward_pairs(self, state: State, rows: np.ndarray, now: np.ndarray) -> None:
+        """Bring the ends of disjoint pairs forward, rows ``rows`` = (i…, j…) each to its
+        own time ``now`` ((2P,) seconds): :meth:`forward` of each pair, batched (a pair
+        whose two coefficients are 0 is left alone, bit for bit, as there)."""
+        c = mix_coefficient(now - self.last[rows], self.eta)
+        self.last[rows] = now
+        pairs = rows.size // 2
+        moving = (c[:pairs] != 0) | (c[pairs:] != 0)
+        if moving.all():
+            self._mix_rows(state, rows, c)
+        elif moving.any():
+            both = np.concatenate((moving, moving))
+            self._mix_rows(state, rows[both], c[both])
+
+    def _mix_rows(self, state: State, rows: np.ndarray, c: np.ndarray) -> None:
+        """Mix peers ``rows`` (distinct) by their coefficients ``c``, in place."""
         x, x_tilde = state.x, state.extra["x_tilde"]
         xp = namespace(x)
         ends, ends_tilde = a2cid2_mix(take_rows(xp, x, rows), take_rows(xp, x_tilde, rows), c)
@@ -290,6 +337,45 @@ class A2cid2(EdgeClockProtocol):
             put_rows(x, rows, ends),
             put_rows(x_tilde, rows, ends_tilde),
         )
+
+    def _solo_wave(
+        self, state: State, i: np.ndarray, j: np.ndarray, at: tuple[np.ndarray, np.ndarray]
+    ) -> None:
+        """A wave of disjoint exchanges alone on their rows from snapshot to update, on
+        numpy arrays: :meth:`forward_pairs` to the snapshot times ``at[0]``, the wire's
+        differences, :meth:`forward_pairs` to the update times ``at[1]``, the moves of
+        x and x̃ — the same arithmetic on the rows taken once, written back once."""
+        x, x_tilde = state.x, state.extra["x_tilde"]
+        pairs = i.size
+        rows = np.concatenate((i, j))
+        ends, tilde = x.take(rows, axis=0), x_tilde.take(rows, axis=0)
+        differences: tuple[np.ndarray, np.ndarray] = (ends, ends)
+        for k, now in enumerate(at):
+            c = mix_coefficient(now - self.last[rows], self.eta)
+            self.last[rows] = now
+            moving = (c[:pairs] != 0) | (c[pairs:] != 0)
+            if moving.all():
+                step = c.astype(x.dtype, copy=False)[:, None] * (tilde - ends)
+                ends += step
+                tilde -= step
+            elif moving.any():
+                both = np.concatenate((moving, moving))
+                step = c[both].astype(x.dtype, copy=False)[:, None] * (tilde[both] - ends[both])
+                ends[both] += step
+                tilde[both] -= step
+            if k == 0:
+                differences = sent_differences(ends, self.wire)
+        m_i, m_j = differences
+        step_i = 0.5 * m_i
+        step_j = step_i if m_j is m_i else 0.5 * m_j
+        kick_i = self.alpha_tilde * m_i
+        kick_j = kick_i if m_j is m_i else self.alpha_tilde * m_j
+        ends[:pairs] -= step_i
+        ends[pairs:] += step_j
+        tilde[:pairs] -= kick_i
+        tilde[pairs:] += kick_j
+        scatter_rows(x, rows, ends)
+        scatter_rows(x_tilde, rows, tilde)
 
     def sync_rows(self, state: State, rows: np.ndarray, now: float) -> None:
         """Bring peers ``rows`` forward to ``now`` (a fetch then copies the source as of

@@ -116,7 +116,8 @@ class Protocol(ABC):
       ``counters``]; call ``super().__init__`` first;
     - :meth:`footprint`: memory and flows of a run [``state_arrays`` only];
     - :meth:`invariants_in_force`: narrow ``invariants`` for the parameters in use
-      [less :data:`WIRE_SENSITIVE` on a lossy wire];
+      [less :data:`WIRE_SENSITIVE` on a lossy wire; under ``schedule: async`` less
+      ``drift_reported`` for group and mailbox protocols];
     - :meth:`init_state`: add arrays to ``state.extra`` [none];
     - :meth:`describe`: derived constants for ``avsim info`` [none];
     - :meth:`estimate`: each peer's estimate of the mean [``state.x``];
@@ -178,14 +179,22 @@ class Protocol(ABC):
         self.wire: Wire = wire_of(params)
         self.counters: dict[str, int] = dict.fromkeys(self.counter_names, 0)
 
-    def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
+    def invariants_in_force(
+        self, clock: str = "rounds", rejoin: str = "keep", schedule: str = "barrier"
+    ) -> frozenset[str]:
         """The invariants this instance keeps on ``clock`` (``rounds`` or ``network``)
-        with the scenario's ``churn.rejoin`` rule: :attr:`invariants`, less
-        :data:`WIRE_SENSITIVE` when the wire compresses. Protocols whose parameters
-        weaken another invariant override this."""
-        if not self.wire.exact:
-            return self.invariants - WIRE_SENSITIVE
-        return self.invariants
+        with the scenario's ``churn.rejoin`` rule and ``schedule`` (``barrier`` or
+        ``async``; the rounds clock is always ``barrier``): :attr:`invariants`, less
+        :data:`WIRE_SENSITIVE` when the wire compresses, and under ``async`` less
+        ``drift_reported`` for a :class:`GroupProtocol` or a :class:`MailboxProtocol`:
+        they run in per-peer steps, not rounds, so no ``RoundStats`` reports a drift
+        (``mean_drift`` is measured from the state). A collective still runs barrier
+        rounds under ``async``, and a continuous-time protocol runs unchanged. Protocols
+        whose parameters weaken another invariant override this."""
+        kept = self.invariants if self.wire.exact else self.invariants - WIRE_SENSITIVE
+        if schedule == "async" and isinstance(self, GroupProtocol | MailboxProtocol):
+            return kept - {"drift_reported"}
+        return kept
 
     # B027: optional hooks with a do-nothing default, not abstract (Ciw's strategy objects)
     def init_state(self, state: State) -> None:  # noqa: B027

@@ -48,6 +48,17 @@ class Context:
     peers
         The per-peer table (:func:`sim.model.peers.resolve_peers`: bandwidths, delays, client
         mode), or None outside a run; protocols that need it fall back to defaults.
+    wire_bytes
+        Bytes of one whole vector on the wire, uncompressed (``vector.wire_bytes``): a
+        multiple of ``itemsize``, at least ``dim × itemsize``; None: ``dim × itemsize``.
+
+    Notes
+    -----
+    Sizes on the wire come from :attr:`wire_coords`, never from ``dim``: a message of a
+    whole vector is ``wire.message_bytes(ctx.wire_coords, ctx.itemsize)``, and a message
+    of simulated coordinates ``a:b`` carries wire coordinates
+    ``wire_offsets(a):wire_offsets(b)`` (:func:`wire_offsets`). Without ``wire_bytes``
+    the two coincide and every size is what it was before the key existed.
     """
 
     n_peers: int
@@ -55,11 +66,74 @@ class Context:
     itemsize: int
     rng: np.random.Generator
     peers: Any = None
+    wire_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.wire_bytes is not None:
+            check_wire(self.dim, self.itemsize, self.wire_bytes)
+
+    @property
+    def wire_coords(self) -> int:
+        """Coordinates of one whole vector on the wire (``dim`` without ``wire_bytes``)."""
+        return self.dim if self.wire_bytes is None else self.wire_bytes // self.itemsize
 
     @property
     def vector_bytes(self) -> int:
-        """Bytes of one full vector on the wire."""
-        return self.dim * self.itemsize
+        """Bytes of one whole vector on the wire, uncompressed (``vector.wire_bytes``)."""
+        return self.wire_coords * self.itemsize
+
+    def wire_offsets(self, offsets: Any) -> np.ndarray:
+        """:func:`wire_offsets` of simulated coordinate ``offsets`` in this run."""
+        return wire_offsets(offsets, self.dim, self.wire_coords)
+
+
+#: Largest ``dim × wire_coords``: the coordinate maps below multiply them in int64.
+MAX_DIM_TIMES_WIRE_COORDS = 2**62
+
+
+def check_wire(dim: int, itemsize: int, wire_bytes: int) -> None:
+    """Refuse a wire size that is not a whole number of coordinates, has fewer than one
+    per simulated coordinate, or overflows :func:`wire_offsets` (ValueError)."""
+    if wire_bytes % itemsize or wire_bytes < dim * itemsize:
+        raise ValueError(
+            f"wire_bytes: expected a multiple of {itemsize} of at least dim × itemsize = "
+            f"{dim * itemsize}, got {wire_bytes!r}"
+        )
+    if dim * (wire_bytes // itemsize) > MAX_DIM_TIMES_WIRE_COORDS:
+        raise ValueError(f"wire_bytes: expected dim × coordinates ≤ 2**62, got {wire_bytes!r}")
+
+
+def wire_offsets(offsets: Any, dim: int, wire_coords: int) -> np.ndarray:
+    """Where simulated coordinates start on the wire: ⌊k · wire_coords / dim⌋ for every
+    offset k in 0 … dim (int64, the shape of ``offsets``).
+
+    Simulated coordinate k stands for wire coordinates ``wire_offsets(k):wire_offsets(k +
+    1)`` — ⌊C/dim⌋ or ⌈C/dim⌉ of them (C = ``wire_coords`` ≥ dim) — so a range of
+    simulated coordinates maps onto its proportional share of the wire, 0 onto 0 and dim
+    onto C. With C = dim it is the identity.
+    """
+    k = np.asarray(offsets, dtype=np.int64)
+    if wire_coords == dim:
+        return k
+    return k * np.int64(wire_coords) // np.int64(dim)
+
+
+def simulated_offsets(offsets: Any, dim: int, wire_coords: int) -> np.ndarray:
+    """The inverse map of :func:`wire_offsets`: for wire offsets R, the first simulated
+    coordinate starting at or after R, ⌈R · dim / C⌉ (int64, the shape of ``offsets``).
+
+    A message of wire coordinates ``R0:R1`` covers the simulated coordinates
+    ``simulated_offsets(R0):simulated_offsets(R1)`` — those whose first wire coordinate
+    it carries: consecutive messages cover consecutive, disjoint ranges, a message
+    smaller than one simulated coordinate may cover none, and a range's share of the
+    simulated coordinates is its share of the wire to within one coordinate. With C =
+    dim it is the identity.
+    """
+    r = np.asarray(offsets, dtype=np.int64)
+    if wire_coords == dim:
+        return r
+    c = np.int64(wire_coords)
+    return (r * np.int64(dim) + c - 1) // c
 
 
 @dataclass
@@ -179,6 +253,10 @@ class Matchmaking:
     latency_s
         ``matchmaking_latency``, seconds: the delay of a DHT declare or lookup; None: each
         peer's own default (one route latency to a typical peer).
+    overhead
+        ``allreduce_overhead``: ``overhead(rng)`` seconds of processing between a group's
+        assembly and its all-reduce's first flows, drawn once per group from the leader's
+        own generator; None: none (nothing drawn).
     """
 
     group_size: int
@@ -186,6 +264,7 @@ class Matchmaking:
     time_s: float
     timeout_s: float
     latency_s: float | None = None
+    overhead: Callable[[np.random.Generator], float] | None = None
 
 
 #: ``settle(state, lost) -> averaged``: one async group's arithmetic once its flows have
@@ -273,6 +352,7 @@ class RowWatcher(Interface):
 
 __all__ = [
     "IDLE_ROUND_S",
+    "MAX_DIM_TIMES_WIRE_COORDS",
     "Context",
     "Finish",
     "Flows",
@@ -285,4 +365,7 @@ __all__ = [
     "RunEnv",
     "Settle",
     "State",
+    "check_wire",
+    "simulated_offsets",
+    "wire_offsets",
 ]

@@ -68,6 +68,17 @@ class Footprint:
     flows_in_flight: float = 0.0
     round_bytes_per_peer: float = 0.0
 
+    def with_network_of(self, wire: Footprint) -> Footprint:
+        """This footprint's memory (arrays, tables) with the flows and bytes of ``wire``:
+        the footprint of the same protocol computed for the vector on the wire
+        (``vector.wire_bytes``), whose sizes set the pieces and the bytes of the flows
+        while the arrays hold ``dim`` coordinates."""
+        return replace(self, **{name: getattr(wire, name) for name in NETWORK_FIELDS})
+
+
+#: The :class:`Footprint` fields set by the vector on the wire rather than the simulated one.
+NETWORK_FIELDS = ("flows_per_round", "flows_per_s", "flows_in_flight", "round_bytes_per_peer")
+
 
 @dataclass(frozen=True)
 class GraphSize:

@@ -40,6 +40,8 @@ Invariants (tests cite this table):
 
 The rows above hold with ``compression: none``; with compression only the absent
 peers' vectors are guaranteed bit for bit (var and the range are not monotone either).
+Under ``schedule: async`` the sum moves with ``metropolis`` too (each peer mixes stale
+values one row at a time); the range and the absent peers' vectors hold as above.
 
 References: Xiao & Boyd, "Fast linear iterations for distributed averaging", Systems &
 Control Letters 53, 2004; Boyd et al., "Randomized gossip algorithms", 2006.
@@ -143,12 +145,23 @@ class Gossip(MailboxProtocol):
         self.neighbours, self.valid = neighbour_table(self.graph, ctx.n_peers)
         everyone = np.ones(ctx.n_peers, dtype=bool)
         self._full = self._weights(everyone)
-        self._message_bytes = self.wire.message_bytes(ctx.dim, ctx.itemsize)
+        self._message_bytes = self.wire.message_bytes(ctx.wire_coords, ctx.itemsize)
 
-    def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
-        """``uniform`` weights are row-stochastic only: the sum may move (it is reported)."""
-        kept = super().invariants_in_force(clock, rejoin)
-        return kept - {"sum"} if self.params.weights == "uniform" else kept
+    def invariants_in_force(
+        self, clock: str = "rounds", rejoin: str = "keep", schedule: str = "barrier"
+    ) -> frozenset[str]:
+        """``uniform`` weights are row-stochastic only: the sum may move (it is reported).
+        Under ``schedule: async`` neither rule keeps the sum: each peer mixes, at its own
+        step, the values that have reached it (stale ones included) with the full graph's
+        weights, one row at a time, so no doubly stochastic W acts on the state and the
+        mean drifts (``mean_drift`` measures it). The hull still holds (x_i moves to a
+        convex combination of itself and values once held, Σ_j w_ij < 1), and absent
+        peers are unchanged (a preemption settles the peer's messages as it goes down,
+        :mod:`sim.engine.mailbox`)."""
+        kept = super().invariants_in_force(clock, rejoin, schedule)
+        if self.params.weights == "uniform" or schedule == "async":
+            return kept - {"sum"}
+        return kept
 
     def _weights(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         weights = gossip_weights(self.neighbours, self.valid, mask, self.params.weights)

@@ -77,8 +77,8 @@ from pydantic import Field, model_validator
 
 from protocols import _grid
 from protocols import _moshpit_net as net
-from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT
-from protocols._butterfly import ButterflySetup, ShareCache, compressed_round
+from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT, Overhead, overhead_field
+from protocols._butterfly import ButterflySetup, ShareCache, apply_pieces, compressed_round
 from protocols._common import (
     Bytes,
     Compression,
@@ -99,7 +99,6 @@ from protocols.contract import (
 )
 from protocols.footprint import Footprint, butterfly_footprint
 from sim.kernels import Groups, group_mean
-from sim.kernels.butterfly import butterfly_pieces
 
 _MAX_CELLS = 2**62
 
@@ -117,6 +116,7 @@ class MoshpitParams(ProtocolParams):
     min_group_size: int = Field(default=2, ge=1, description="smallest group that averages")
     matchmaking_latency: Seconds | None = Field(default=None, ge=0, description=LATENCY_TEXT)
     averaging_timeout: Seconds | None = Field(default=None, ge=0, description=TIMEOUT_TEXT)
+    allreduce_overhead: Overhead = overhead_field()
     part_bytes: Bytes = Field(default=512 * 1024, description="pipelining part (network clock)")
     sender_timeout: Seconds | None = Field(
         default=None, ge=0, description="seconds a reducer waits for a piece (null: forever)"
@@ -206,6 +206,7 @@ class Moshpit(GroupProtocol):
             self.wire,
             net.timeout_or_inf(params.sender_timeout),
             net.timeout_or_inf(params.reducer_timeout_s),
+            ctx.wire_coords,
         )
         n = ctx.n_peers
         peers = ctx.peers
@@ -219,10 +220,15 @@ class Moshpit(GroupProtocol):
         self._shares = ShareCache(bandwidth, ~client, ctx.dim, params.load_balance)
         self._equal = ShareCache(np.ones(n), np.ones(n, bool), ctx.dim, balance=False)
 
-    def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
+    def invariants_in_force(
+        self, clock: str = "rounds", rejoin: str = "keep", schedule: str = "barrier"
+    ) -> frozenset[str]:
         """``partial`` faults on the network clock average each piece over whoever it
-        reached: the sum may move (it is reported)."""
-        kept = super().invariants_in_force(clock, rejoin)
+        reached: the sum may move (it is reported), under either schedule. Under
+        ``schedule: async`` each group's all-reduce is the barrier round's arithmetic
+        over its members, so the rest holds as in barrier rounds, less
+        ``drift_reported`` (no rounds)."""
+        kept = super().invariants_in_force(clock, rejoin, schedule)
         if clock == "network" and self.params.fault_model == "partial":
             return kept - {"sum"}
         return kept
@@ -366,9 +372,9 @@ class Moshpit(GroupProtocol):
                 contributes, receives = net.contributions(
                     plan, request_ok, reply_ok, lost[plan.members]
                 )
-            state.x, moved = butterfly_pieces(
+            state.x, moved = apply_pieces(
                 state.x, plan.members, plan.bounds, plan.reducer, contributes, receives,
-                self.wire,
+                self._setup,
             )  # fmt: skip
         self._rekey(plan.members[~failed], chunks[~failed])
         return failed, batched, moved

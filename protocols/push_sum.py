@@ -168,7 +168,7 @@ class PushSum(ContinuousProtocol):
         self.neighbours = neighbours if neighbours.shape[1] else itself  # no edge at all
         self.clocks = PoissonClocks(np.full(ctx.n_peers, params.rate))
         #: Bytes of one push: h_x (S, or less with ``compression``) and h_w (itemsize).
-        self.push_bytes = self.wire.message_bytes(ctx.dim, ctx.itemsize) + ctx.itemsize
+        self.push_bytes = self.wire.message_bytes(ctx.wire_coords, ctx.itemsize) + ctx.itemsize
 
     def init_state(self, state: State) -> None:
         """Add the weights w = 1 (``state.extra["w"]``, shape (N, 1), the dtype of x)."""

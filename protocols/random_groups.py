@@ -50,7 +50,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from protocols import _moshpit_net as net
-from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT
+from protocols._async_groups import LATENCY_TEXT, TIMEOUT_TEXT, Overhead, overhead_field
 from protocols._butterfly import (
     PART_BYTES,
     ButterflySetup,
@@ -95,6 +95,7 @@ class RandomGroupsParams(ProtocolParams):
     )
     matchmaking_latency: Seconds | None = Field(default=None, ge=0, description=LATENCY_TEXT)
     averaging_timeout: Seconds | None = Field(default=None, ge=0, description=TIMEOUT_TEXT)
+    allreduce_overhead: Overhead = overhead_field()
 
     @model_validator(mode="after")
     def _check_sizes(self) -> RandomGroupsParams:
@@ -154,9 +155,14 @@ class RandomGroups(GroupProtocol):
         n, wire = ctx.n_peers, self.wire
         self._shares = ShareCache(np.ones(n), np.ones(n, bool), ctx.dim, balance=False)
         # the arithmetic through a lossy wire: one message per part (both clocks)
-        self._setup = ButterflySetup(ctx.dim, ctx.itemsize, ctx.vector_bytes, wire)
+        coords = ctx.wire_coords
+        self._setup = ButterflySetup(
+            ctx.dim, ctx.itemsize, ctx.vector_bytes, wire, wire_coords=coords
+        )
         # the flows (network clock): moshpit's pieces, equal shares, no timeouts
-        self._flow_setup = ButterflySetup(ctx.dim, ctx.itemsize, PART_BYTES, wire)
+        self._flow_setup = ButterflySetup(
+            ctx.dim, ctx.itemsize, PART_BYTES, wire, wire_coords=coords
+        )
         peers = ctx.peers
         self._delay_s = np.zeros(n) if peers is None else peers["delay_s"].to_numpy(float)
 

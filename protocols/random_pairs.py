@@ -75,7 +75,7 @@ class RandomPairs(BarrierProtocol):
 
     def __init__(self, params: RandomPairsParams, ctx: Context) -> None:
         super().__init__(params, ctx)
-        self.message_bytes = self.wire.message_bytes(ctx.dim, ctx.itemsize)
+        self.message_bytes = self.wire.message_bytes(ctx.wire_coords, ctx.itemsize)
 
     def plan(self, present: np.ndarray, t: int) -> RoundPlan:
         """Draw this round's pairs; each end sends its vector to the other; then the

@@ -23,7 +23,8 @@ present peer's local work, max(``compute`` + ``delay``) over them.
 of the reduce-scatter re-encodes the partial sum it forwards; the all-gather sends the
 mean once, encoded, and the others forward those bytes, so every member but the chunk's
 owner ends with the same dequantized mean. Chunks are whole coordinates (⌊dim/n⌋, one
-more for the first dim mod n) when the wire compresses.
+more for the first dim mod n) when the wire compresses; their bytes are those of the
+chunks of the vector on the wire (``vector.wire_bytes``: its coordinates split alike).
 
 Messages: every step every member sends one chunk of S/n bytes to its successor:
 2(n−1)·S/n bytes per member per attempt. Without other traffic or straggler delays an
@@ -143,16 +144,18 @@ class RingAllreduce(BarrierProtocol):
         if not self.wire.exact:
             counts = self._chunks(members.size)
             state.x, shift = ring_reduce(state.x, members, counts, self.wire)
-            nbytes = 2 * (members.size - 1) * self.wire.nbytes(counts, self.ctx.itemsize).sum()
+            on_wire = self._chunks(members.size, self.ctx.wire_coords)
+            nbytes = 2 * (members.size - 1) * self.wire.nbytes(on_wire, self.ctx.itemsize).sum()
             drift = shift_drift(shift, self.ctx.n_peers)
             return RoundStats(float(nbytes), 2 * members.size * (members.size - 1), drift)
         state.x = group_mean(state.x, Groups.single(members, self.ctx.n_peers))
         nbytes = 2 * (members.size - 1) * self.ctx.vector_bytes
         return RoundStats(float(nbytes), 2 * members.size * (members.size - 1))
 
-    def _chunks(self, n: int) -> np.ndarray:
-        """Whole coordinates of each of the n chunks (the first dim mod n get one more)."""
-        return whole_coordinates(np.full(n, 1.0 / n), self.ctx.dim)
+    def _chunks(self, n: int, coords: int | None = None) -> np.ndarray:
+        """Whole coordinates of each of the n chunks of ``coords`` coordinates (default
+        ``dim``; the first ``coords`` mod n get one more)."""
+        return whole_coordinates(np.full(n, 1.0 / n), self.ctx.dim if coords is None else coords)
 
     def _compressed_bytes(self, n: int, n_flows: int) -> np.ndarray:
         """Wire bytes of every flow of :func:`ring_flows` when the wire compresses."""
@@ -160,6 +163,6 @@ class RingAllreduce(BarrierProtocol):
         step_member, piece = np.divmod(np.arange(n_flows), pieces)
         k, i = np.divmod(step_member, n)
         chunk = np.where(k < n - 1, i - k, i + 1 - (k - (n - 1))) % n
-        coords = self._chunks(n)[chunk]
+        coords = self._chunks(n, self.ctx.wire_coords)[chunk]
         coords = coords // pieces + (piece < coords % pieces)
         return self.wire.nbytes(coords, self.ctx.itemsize)

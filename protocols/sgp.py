@@ -29,7 +29,9 @@ its own step t_i (its step count) a peer uses the offsets of round t_i.
   i + b; the receiver adds the share on delivery, a failed flow gives it back to the
   sender, and a share whose edge is busy (its previous share still in flight) or whose
   receiver is absent stays home. Σx and Σw over the peers and the shares in flight are
-  conserved (round-off).
+  conserved (round-off), under churn too: a peer's preemption settles its shares as it
+  goes down (one it sent comes back to it, one delivered to it at that instant is
+  added), so an absent peer's rows never change.
 
 Messages: each present peer sends its vector (with push-sum also its weight, one more
 coordinate) to each present out-neighbour other than itself.
@@ -52,7 +54,9 @@ Invariants (tests cite this table):
 | global mean with compression | approximate: the wire's error shows in ``mean_drift`` | all |
 
 The rows above hold with ``compression: none``; with compression Σ_i w_i is still
-preserved and absent peers stay unchanged, the rows on x hold only approximately.
+preserved and absent peers stay unchanged, the rows on x hold only approximately. Under
+``schedule: async`` (no rounds) the push-sum sums count the shares in flight, and without
+push-sum the mean drifts even with everyone present (``invariants_in_force``).
 
 Reference: Assran, Loizou, Ballas, Rabbat, "Stochastic Gradient Push for Distributed
 Deep Learning", ICML 2019; Kempe, Dobra, Gehrke, "Gossip-based computation of aggregate
@@ -117,7 +121,7 @@ class Sgp(MailboxProtocol):
     def __init__(self, params: SgpParams, ctx: Context) -> None:
         super().__init__(params, ctx)
         self._peers = np.arange(ctx.n_peers)
-        self._vector_bytes = self.wire.message_bytes(ctx.dim, ctx.itemsize)
+        self._vector_bytes = self.wire.message_bytes(ctx.wire_coords, ctx.itemsize)
 
     def init_state(self, state: State) -> None:
         """Add the push-sum weights w = 1 (shape (N, 1), the dtype of x) when enabled."""
@@ -125,10 +129,23 @@ class Sgp(MailboxProtocol):
             xp = namespace(state.x)
             state.extra["w"] = xp.ones_like(state.x[:, :1])
 
-    def invariants_in_force(self, clock: str = "rounds", rejoin: str = "keep") -> frozenset[str]:
+    def invariants_in_force(
+        self, clock: str = "rounds", rejoin: str = "keep", schedule: str = "barrier"
+    ) -> frozenset[str]:
         """Without push-sum there are no weights and, around absent peers, the mixing is
-        row-stochastic only: the sum may move (it is reported)."""
-        kept = super().invariants_in_force(clock, rejoin)
+        row-stochastic only: the sum may move (it is reported); under ``schedule:
+        async`` it moves even without absences (stale values, one row at a time).
+
+        With push-sum under ``schedule: async`` a share leaves its sender at its step
+        and reaches its receiver (or comes back) when its flow ends, so ``sum`` and
+        ``weight_sum`` count the shares in flight: Σ over the peers' rows plus the
+        shares on the wire is kept, under any churn (a failed share goes back to its
+        sender, settled at the preemption that failed it). The hull of x/w holds (a
+        received or returned share mixes in an estimate once held), weights stay
+        positive (a step keeps 1/3 of w, arrivals only add) and absent peers are
+        unchanged (:mod:`sim.engine.mailbox`). ``drift_reported`` does not apply (no
+        rounds)."""
+        kept = super().invariants_in_force(clock, rejoin, schedule)
         if self.params.push_sum:
             return kept
         return kept - {"sum", "weight_sum", "positive_weights"}

@@ -31,6 +31,25 @@ class ScenarioError(AvsimError):
         return (_rebuild, (type(self), self.args, self.__dict__))
 
 
+class InnerKeyError(ValueError):
+    """Raised by a field validator about a key *inside* the value it validates (e.g.
+    ``median`` of a distribution), so that the error names that innermost key.
+
+    Parameters
+    ----------
+    key
+        Dotted key relative to the field, e.g. ``median`` or ``values.2``.
+    got, expected
+        As for :class:`ScenarioError`; ``known`` (the keys allowed there) makes it an
+        unknown-key error.
+    """
+
+    def __init__(self, key: str, got: Any, expected: str, known: list[str] | None = None) -> None:
+        self.key, self.got, self.expected, self.known = key, got, expected, known
+        text = "unknown key" if known is not None else f"expected {expected}, got {got!r}"
+        super().__init__(f"{key}: {text}")
+
+
 class ResultExistsError(AvsimError):
     """A result folder exists and ``force`` was not given."""
 

@@ -10,6 +10,7 @@ import numpy as np
 
 COMPONENTS = (
     "peers", "churn", "protocol", "init", "network", "rejoin", "membership", "matchmaking",
+    "workload",
 )  # fmt: skip
 
 

@@ -3,7 +3,9 @@
 Each present peer runs a SimPy process, back to back: ``compute`` + ``delay`` seconds of
 local work, then one averaging step. A step is hivemind's matchmaking under the peer's
 key (:mod:`sim.engine.matchmaking`), then its group's all-reduce: the protocol's
-:class:`~protocols.contract.GroupPlan`, whose flows the network clock sends
+:class:`~protocols.contract.GroupPlan`, whose flows start ``allreduce_overhead`` after
+each member learns of the group (processing, drawn once per group; 0 by default) and
+which the network clock sends
 (:meth:`~sim.engine.netclock.NetworkClock.run`) and whose arithmetic runs once every flow
 has ended, without the members lost meanwhile, through the exact-target tracker. Every
 member's step ends then. A member that failed (lost, given up on) or whose group failed
@@ -18,9 +20,9 @@ work first. Rows are sampled every ``metrics.every`` seconds
 (:class:`~sim.engine.sampled.SampledEngine`), with the steps and phase times of
 :mod:`sim.engine.steps`; ``rounds`` are whole seconds.
 
-Randomness: the DHT ids and each leader's draws come from the ``matchmaking``
-component's own streams (:func:`sim.core.seeding.component_rng`); the protocol's
-generator is not drawn from. Same-instant decisions follow rank order
+Randomness: the DHT ids and each leader's draws (shuffles, overheads) come from the
+``matchmaking`` component's own streams (:meth:`AsyncEngine.matchmaking_rng`); the
+protocol's generator is not drawn from. Same-instant decisions follow rank order
 (:mod:`sim.engine.matchmaking`) and loops start in peer order.
 """
 
@@ -64,7 +66,7 @@ class AsyncEngine(PeerLoopEngine):
         super().__init__(scenario, seed, interrupt)
         self.group_of: dict[int, _GroupRun] = {}  # members of groups under way
         self.matchmaker: Matchmaker | None = None
-        self._rngs: dict[int, np.random.Generator] = {}
+        self._rngs: dict[tuple[int, int], np.random.Generator] = {}
 
     def member_order(self) -> Order:
         """The leader's shuffle (:func:`~sim.engine.matchmaking.hivemind_order`; the
@@ -84,7 +86,7 @@ class AsyncEngine(PeerLoopEngine):
         routes = clock.net.routes
         self.matchmaker = Matchmaker(
             self.env, rules, self._key_of, lambda a, b: float(routes.route(a, b)[0]), dht_s,
-            component_rng(self.seed, "matchmaking", 0).permutation(n),
+            self.matchmaking_rng(0).permutation(n),
             table["client"].to_numpy(bool), clock.present, self._rng_of, self._assembled,
             self.member_order(), protocol.count_too_small,
         )  # fmt: skip
@@ -162,16 +164,24 @@ class AsyncEngine(PeerLoopEngine):
         assert isinstance(protocol, GroupProtocol)
         return protocol.group_key(peer, int(self.book.steps[peer]))
 
-    def _rng_of(self, leader: int) -> np.random.Generator:
-        rng = self._rngs.get(leader)
+    def matchmaking_rng(self, *key: int) -> np.random.Generator:
+        """Stream ``key`` of the ``matchmaking`` component: (0,) the DHT ids, (1, leader)
+        a leader's shuffles, (2, leader) its groups' ``allreduce_overhead`` draws."""
+        return component_rng(self.seed, "matchmaking", *key)
+
+    def _rng_of(self, leader: int, stream: int = 1) -> np.random.Generator:
+        rng = self._rngs.get((stream, leader))
         if rng is None:
-            rng = self._rngs[leader] = component_rng(self.seed, "matchmaking", 1, leader)
+            rng = self._rngs[stream, leader] = self.matchmaking_rng(stream, leader)
         return rng
 
     def _assembled(self, group: Assembled) -> None:
         protocol = self.protocol
         assert isinstance(protocol, GroupProtocol)
-        plan = protocol.group_plan(group.members, group.notify_s, group.chunks)
+        notify_s, overhead = group.notify_s, self.rules.overhead
+        if overhead is not None:  # every member starts its flows this much later
+            notify_s = notify_s + overhead(self._rng_of(group.leader, 2))
+        plan = protocol.group_plan(group.members, notify_s, group.chunks)
         run = group.handle = _GroupRun(group, plan, self.env.event())
         present = self.clock.present
         for m in group.members.tolist():

@@ -28,6 +28,7 @@ from sim.core.backend import array_module
 from sim.core.seeding import component_rng
 from sim.engine.observe.observer import Observer
 from sim.engine.trace import Tracer
+from sim.engine.training import start_for, trainer_for
 from sim.model.churn import ChurnSchedule, build_schedule
 from sim.model.churn.membership import MembershipSchedule
 from sim.model.peers import resolve_peers
@@ -96,17 +97,22 @@ class Engine(ABC):
         n = n_initial + scenario.churn.joining  # every peer that will ever exist
         self.peers = resolve_peers(scenario.peers, component_rng(seed, "peers"), n)
         self.xp = array_module(scenario.backend)
-        x0 = initial_vectors(scenario.vector, n, component_rng(seed, "init"))
+        x0 = start_for(scenario, initial_vectors(scenario.vector, n, component_rng(seed, "init")))
         self.state = State(x=self.xp.asarray(x0))
         self.mean0 = self.xp.mean(self.xp.asarray(x0[:n_initial], dtype=self.xp.float64), axis=0)
         itemsize = np.dtype(scenario.vector.dtype).itemsize
-        ctx = Context(n, scenario.vector.dim, itemsize, component_rng(seed, "protocol"), self.peers)
+        vector, rng = scenario.vector, component_rng(seed, "protocol")
+        ctx = Context(n, vector.dim, itemsize, rng, self.peers, vector.wire_bytes)
         self.protocol = protocols.get(scenario.protocol.name)(scenario.protocol, ctx)
         self.protocol.init_state(self.state)
+        #: The peers' local optimizer with a ``workload`` (:mod:`sim.engine.training`).
+        self.trainer = trainer_for(scenario, seed, self.protocol, self.state, x0)
         self.exists = np.arange(n) < n_initial
         self.present = self.exists.copy()  # who is present now
         self.rounds, self.bytes_sent, self.messages = 0, 0.0, 0
-        self.observer = Observer(scenario, seed, self.protocol, self.state, self.mean0, interrupt)
+        self.observer = Observer(
+            scenario, seed, self.protocol, self.state, self.mean0, interrupt, self.trainer
+        )
         self.env = self.observer.environment()  # it watches the interrupt between samples
         self.recorder = self.observer.recorder
         events = self.reports_events or isinstance(self.protocol, ContinuousProtocol)

@@ -291,6 +291,7 @@ class Matchmaker:
             and self.env.now < s.expiration
             and not self._full(s)
             and all(peer != r.peer for peer, _ in s.followers)
+            and not (self.present[r.peer] and self.tokens[r.peer] != r.token)  # came back
         )
 
     def _full(self, s: _Seeker) -> bool:

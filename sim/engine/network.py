@@ -18,6 +18,7 @@ from abc import abstractmethod
 import numpy as np
 import pandas as pd
 
+from sim.core.errors import ScenarioError
 from sim.core.seeding import component_rng
 from sim.engine.base import Engine, Progress
 from sim.engine.netclock import NetworkClock, TracedClock, TracedFlowNetwork
@@ -51,6 +52,14 @@ class NetworkEngine(Engine):
         table = self.peers
         network = self.scenario.network
         tracer = self.tracer
+        if network.sharing == "rtt_weighted" and not network.links:
+            zero = np.flatnonzero(table["latency_s"].to_numpy() == 0.0)
+            if zero.size >= 2:  # their route has no latency to weigh by
+                raise ScenarioError(
+                    "network.sharing", "rtt_weighted",
+                    "maxmin, or a positive route latency between every two peers (peers "
+                    f"{zero[0]} and {zero[1]} have peers.latency 0)",
+                )  # fmt: skip
         net_args = (
             self.env,
             table["upload_bytes_per_s"].to_numpy(),

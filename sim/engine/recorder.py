@@ -127,14 +127,17 @@ def _squares(xp: Any, block: Any, mean: Any = None) -> float:
 class Recorder:
     """Accumulates rows; ``every`` is in rounds (rounds clock) or seconds (network clock).
 
-    A schedule may add columns after :data:`COLUMNS`: ``extra_columns`` names them and
-    ``extra()`` gives their values at each row (``schedule: async``: steps and phases).
+    A training run adds its columns after :data:`COLUMNS` (``workload_columns``, values
+    given to :meth:`record`: :mod:`sim.engine.observe.training`). A schedule may add
+    columns after those: ``extra_columns`` names them and ``extra()`` gives their values
+    at each row (``schedule: async``: steps and phases).
     """
 
     seed: int
     every: float
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     _next_due: float = 0.0
+    workload_columns: tuple[str, ...] = ()
     extra_columns: tuple[str, ...] = ()
     extra: Callable[[], tuple[Any, ...]] | None = None
 
@@ -142,13 +145,22 @@ class Recorder:
         """True when a sample is due at round/time ``at``."""
         return at >= self._next_due - 1e-12
 
-    def record(self, t: int, time_s: float, s: Sample, alive: float, traffic: tuple) -> None:
-        """Add one row; ``traffic`` is (cumulative bytes_sent, cumulative messages)."""
-        row = (self.seed, t, time_s, s.var, s.err_init, alive, *traffic, s.var_alive, s.mean_drift)
+    def record(
+        self, t: int, time_s: float, s: Sample, alive: float, traffic: tuple,
+        workload: tuple[Any, ...] = (),
+    ) -> None:  # fmt: skip
+        """Add one row; ``traffic`` is (cumulative bytes_sent, cumulative messages),
+        ``workload`` the values of ``workload_columns``."""
+        row = (self.seed, t, time_s, s.var, s.err_init, alive, *traffic, s.var_alive, s.mean_drift,
+               *workload)  # fmt: skip
         self.rows.append(row if self.extra is None else (*row, *self.extra()))
         self._next_due = (math.floor(time_s / self.every + 1e-9) + 1) * self.every
 
     def frame(self) -> pd.DataFrame:
         """The rows as a DataFrame with fixed column order and dtypes."""
-        frame = pd.DataFrame(self.rows, columns=[*COLUMNS, *self.extra_columns])
-        return frame.astype({"seed": "int64", "round": "int64", "messages": "int64"})
+        columns = [*COLUMNS, *self.workload_columns, *self.extra_columns]
+        frame = pd.DataFrame(self.rows, columns=columns)
+        types = {"seed": "int64", "round": "int64", "messages": "int64"}
+        if "grad_steps" in self.workload_columns:
+            types["grad_steps"] = "int64"
+        return frame.astype(types)

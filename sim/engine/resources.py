@@ -80,14 +80,19 @@ def peer_count(scenario: Scenario) -> int:
 
 
 def footprint(scenario: Scenario) -> Any:
-    """The protocol's :class:`~protocols.footprint.Footprint` for this scenario."""
+    """The protocol's :class:`~protocols.footprint.Footprint` for this scenario: its
+    arrays for ``vector.dim`` coordinates, its flows and bytes for the vector on the wire
+    (``vector.wire_bytes``: more coordinates, more pieces, more bytes)."""
     import protocols
 
-    itemsize = np.dtype(scenario.vector.dtype).itemsize
+    vector = scenario.vector
+    itemsize = np.dtype(vector.dtype).itemsize
     cls = protocols.get(scenario.protocol.name)
-    return cls.footprint(
-        scenario.protocol, peer_count(scenario), scenario.vector.dim, itemsize, scenario.clock
-    )
+    n, params, clock = peer_count(scenario), scenario.protocol, scenario.clock
+    simulated = cls.footprint(params, n, vector.dim, itemsize, clock)
+    if vector.wire_coords == vector.dim:
+        return simulated
+    return simulated.with_network_of(cls.footprint(params, n, vector.wire_coords, itemsize, clock))
 
 
 def memory_parts(scenario: Scenario) -> MemoryEstimate:
@@ -230,11 +235,12 @@ def culprit(
     back would bring the estimate under ``limit`` or divides it by
     :data:`CULPRIT_FACTOR` or more (of those, the one that divides it most): a
     ``part_bytes`` of a few bytes, a ``group_size`` in the thousands, a complete graph.
-    Otherwise the peers or the vectors: ``vector.dim`` when the state dominates and the
+    Then ``vector.wire_bytes`` on the same terms (its pieces are flows). Otherwise the
+    peers or the vectors: ``vector.dim`` when the state dominates and the
     vectors are longer than there are peers, else ``peers.count``.
     """
     estimate = memory_parts(scenario) if estimate is None else estimate
-    found = _protocol_culprit(scenario, estimate, limit)
+    found = _protocol_culprit(scenario, estimate, limit) or _wire_culprit(scenario, estimate, limit)
     if found is not None:
         return found
     n, dim = peer_count(scenario), scenario.vector.dim
@@ -266,6 +272,20 @@ def _protocol_culprit(scenario: Scenario, estimate: MemoryEstimate, limit: float
         ):
             best = (ratio, Culprit(f"protocol.{name}", value, _advice(name, value, default)))
     return None if best is None else best[1]
+
+
+def _wire_culprit(scenario: Scenario, estimate: MemoryEstimate, limit: float) -> Culprit | None:
+    """``vector.wire_bytes`` when its pieces' flows drive the estimate (as for a
+    protocol parameter, :func:`culprit`), or None."""
+    size = scenario.vector.wire_bytes
+    if size is None:
+        return None
+    plain = scenario.vector.model_copy(update={"wire_bytes": None})
+    parts = memory_parts(scenario.model_copy(update={"vector": plain}))
+    ratio = _variable(estimate) / max(_variable(parts), 1.0)
+    if ratio >= CULPRIT_FACTOR or parts.nbytes <= limit < estimate.nbytes:
+        return Culprit("vector.wire_bytes", size, "lower vector.wire_bytes")
+    return None
 
 
 def _variable(estimate: MemoryEstimate) -> float:

@@ -4,6 +4,9 @@ Each round reads who is present (and who exists) off the churn schedule, applies
 ``churn.rejoin`` rule to returning peers, then calls the protocol's
 :meth:`~protocols.base.Protocol.round` with the presence mask. Traffic is what the
 protocol reports (:class:`~protocols.contract.RoundStats`). Every protocol runs here.
+
+With a ``workload`` every present peer first takes ``local_steps`` gradient steps
+(:class:`~sim.engine.training.RoundTraining`): local SGD between averaging rounds.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from collections.abc import Generator
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import simpy
 
 from sim.core.seeding import component_rng
 from sim.engine.base import Engine, Progress
+from sim.engine.training import RoundTraining, returning
 from sim.model.churn import RoundChurn
 from sim.model.rejoin import Rejoin
 from sim.model.scenario.models import Scenario
@@ -25,8 +30,9 @@ from sim.model.scenario.models import Scenario
 class RoundsEngine(Engine):
     """Synchronous rounds: the papers' round-based experiments.
 
-    Builds the churn's presence masks per round (:class:`~sim.model.churn.RoundChurn`) and the
-    rejoin rule (:class:`~sim.model.rejoin.Rejoin`).
+    Builds the churn's presence masks per round (:class:`~sim.model.churn.RoundChurn`), the
+    rejoin rule (:class:`~sim.model.rejoin.Rejoin`) and, with a workload, the local steps
+    of each round (:class:`~sim.engine.training.RoundTraining`).
     """
 
     scenario_clock = "rounds"
@@ -38,15 +44,31 @@ class RoundsEngine(Engine):
         self.churn = RoundChurn(self.schedule())
         self.rejoin = Rejoin(scenario, component_rng(seed, "rejoin"))
         self.rejoin.previous = self.exists.copy()  # joiners count as returning peers
+        self.training = None
+        if self.trainer is not None:
+            self.training = RoundTraining(scenario, self.trainer, self.state, self.tracker)
+        self._end_s: float | None = None
+
+    def now(self) -> tuple[int, float]:
+        """(round, time) of a change now: the round under way, at its start, or at its
+        end for the steps ``overlap`` adds after the averaging."""
+        rounds, time_s = super().now()
+        return rounds, time_s if self._end_s is None else self._end_s
 
     def process(self, progress: Progress | None) -> Generator[simpy.Event, Any, None]:
         """One round per unit of simulated time until a stop rule fires."""
         done = self.observe(self.exists.copy(), first=True)
         while not done:
             self._round_churn(self.churn.present(self.rounds), self.churn.exists)
+            if self.training is not None:
+                self.training.before_round(self.present)
             self.tracker.begin_round(float(self.rounds))
             stats = self.protocol.round(self.state, self.present, self.rounds)
             self.tracker.end_round(self.rounds + 1, float(self.rounds + 1))
+            if self.training is not None:
+                self._end_s = float(self.rounds + 1)  # overlap: the steps land at the end
+                self.training.after_round()
+                self._end_s = None
             self.bytes_sent += stats.bytes_sent
             self.messages += stats.messages
             self.rounds += 1
@@ -61,6 +83,13 @@ class RoundsEngine(Engine):
 
         def apply() -> None:
             self.exists, self.present = exists, present
+            back = returning(self.rejoin.previous, present)
             self.rejoin.apply(self.state, present)
+            if self.training is not None:
+                self.training.returned(back)
 
         self.tracker.change(changed, apply)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """With a workload, ``training``: each peer's gradient steps."""
+        return {} if self.training is None else {"training": self.training.table()}

@@ -3,8 +3,9 @@
 Beyond the result contract's fields, a summary says why the run stopped
 (``stop_reason``: ``target``, ``max_time``, ``max_rounds``, ``nan`` or ``interrupted``),
 where a NaN appeared (``nan``: ``{round, time_s, peer}``, or null), the first crossing of
-every ``metrics.targets`` value on ``var`` and ``var_alive``
-(:mod:`sim.engine.observe.targets`) and the protocol's counters.
+every ``metrics.targets`` value on ``var`` and ``var_alive`` (and on the loss, for
+``{loss: v}``; :mod:`sim.engine.observe.targets`), with a workload the final loss and
+accuracy and the gradient steps (:func:`workload_fields`), and the protocol's counters.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from sim.engine.observe.targets import target_fields, target_label
+from sim.engine.observe.training import training_fields
 from sim.model.scenario.models import Scenario
 
 
@@ -47,6 +49,8 @@ def summarize(
     }
     for name in target_fields(scenario):
         summary[name] = observed[name]
+    for name in workload_fields(scenario):
+        summary[name] = observed[name]
     counters = counters or {}
     for name in counter_fields(scenario):
         summary[name] = int(counters.get(name, 0))
@@ -74,6 +78,13 @@ def schedule_fields(scenario: Scenario) -> tuple[str, ...]:
     return SUMMARY_FIELDS if scenario.schedule == "async" and group else ()
 
 
+def workload_fields(scenario: Scenario) -> tuple[str, ...]:
+    """The summary fields a training workload adds (none for ``workload: none``):
+    ``final_loss``, ``final_accuracy`` or ``final_excess_loss``, ``final_local_loss``
+    and the gradient steps (total, per peer min, median, max)."""
+    return training_fields(scenario.workload.name)
+
+
 def counter_fields(scenario: Scenario) -> tuple[str, ...]:
     """The summary fields of the scenario's protocol counters (``counter_names``)."""
     import protocols
@@ -81,4 +92,11 @@ def counter_fields(scenario: Scenario) -> tuple[str, ...]:
     return protocols.get(scenario.protocol.name).counter_names
 
 
-__all__ = ["counter_fields", "nan_warning", "schedule_fields", "summarize", "target_label"]
+__all__ = [
+    "counter_fields",
+    "nan_warning",
+    "schedule_fields",
+    "summarize",
+    "target_label",
+    "workload_fields",
+]

@@ -36,8 +36,9 @@ from sim.core.errors import ScenarioError
 
 #: Default cap on the events of one run.
 MAX_EVENTS = 500_000
-#: The categories of the slices the engines record.
-CATEGORIES = ("round", "compute", "matchmaking", "all-reduce", "flow", "churn")
+#: The categories of the slices the engines record (``step``: a mailbox protocol's step
+#: under ``schedule: async``, :mod:`sim.engine.mailbox`).
+CATEGORIES = ("round", "compute", "matchmaking", "all-reduce", "step", "flow", "churn")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 #: A recorded event: (peer, name, cat, start_s, end_s or None for an instant, args).

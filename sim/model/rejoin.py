@@ -64,7 +64,8 @@ class NetworkRejoin:
     """Rejoin on the network clock: ``fetch`` downloads a vector as a real flow.
 
     A returning peer is marked present at once with ``keep`` and ``reset``; with
-    ``fetch`` it first downloads the full vector from a random present peer and becomes
+    ``fetch`` it first downloads the full vector (its size on the wire,
+    ``vector.wire_bytes``) from a random present peer and becomes
     present (with that vector, as it was when the download completed) only then. If the
     source is preempted mid-download, it retries at once from another present peer, or
     after ``retry_s`` when nobody is present. If the peer itself is preempted again
@@ -80,8 +81,8 @@ class NetworkRejoin:
     def __init__(self, scenario: Scenario, rng: np.random.Generator, clock: Any, state: State):
         self.mode, self.vector, self.rng = scenario.churn.rejoin, scenario.vector, rng
         self.clock, self.state = clock, state
-        itemsize = np.dtype(scenario.vector.dtype).itemsize
-        self.vector_bytes = float(scenario.vector.dim * itemsize)
+        #: A fetch downloads one whole vector as it travels (``vector.wire_bytes``).
+        self.vector_bytes = float(scenario.vector.wire_size)
         self.retry_s = 1.0
 
     def restore(self, peers: np.ndarray) -> None:

@@ -24,10 +24,15 @@ class NetworkError(AvsimError, ValueError):
     """
 
     def __init__(self, where: str, got: object, expected: str) -> None:
+        # the arguments are the args: SimPy re-raises copies made as type(e)(*e.args), so
+        # an error raised inside a process keeps its type and message
+        super().__init__(where, got, expected)
         self.where, self.got, self.expected = where, got, expected
-        text = repr(got)
+
+    def __str__(self) -> str:
+        text = repr(self.got)
         text = text if len(text) <= 80 else text[:77] + "..."
-        super().__init__(f"{where}: expected {expected}, got {text} ({type(got).__name__})")
+        return f"{self.where}: expected {self.expected}, got {text} ({type(self.got).__name__})"
 
 
 class FlowFailed(AvsimError):

@@ -2,8 +2,10 @@
 
 Every peer sends at its own step and mixes what has arrived since its last step
 (:mod:`sim.engine.mailbox`): push-sum's mass is exact with the shares in flight, plain
-mixing never leaves the hull, a small ring converges, runs are deterministic, and the
-refusal is gone."""
+mixing never leaves the hull, a small ring converges, runs are deterministic, the
+refusal is gone, a preemption settles the messages of the peer that goes down (its rows
+never change while it is away), and a peer without local work steps at the pace of its
+messages."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ import pytest
 
 import sim
 from sim.engine.mailbox import MailboxEngine
+from sim.engine.observe.wiring import watched
 from sim.engine.schedules import engine_class
+from sim.network.flows import DONE
 
 CHURN = {"model": "exponential", "mtbf": 4, "mttr": 1, "rejoin": "keep"}
 
@@ -51,9 +55,9 @@ class Checked(MailboxEngine):
         self.busiest = max(self.busiest, len(self.in_flight))
         self.check(self)
 
-    def _ended(self, event: Any, src: int, dst: int) -> None:
+    def _ended(self, event: Any, *args: Any, **kwargs: Any) -> None:
         self.returns += not event.ok
-        super()._ended(event, src, dst)
+        super()._ended(event, *args, **kwargs)
         self.check(self)
 
 
@@ -151,3 +155,119 @@ def test_async_gossip_mixes_only_arrived_values():
     var = result.metrics.set_index("time_s")["var"]
     # the first values arrive at 0.4 + 1.0 (two route latencies of 0.5 each) > 1.0
     assert var.iloc[-1] == var.iloc[0]
+
+
+# -- a preemption settles the messages of the peer that goes down ---------------------------
+SLOW = {"count": 4, "upload": 2000, "download": 2000, "latency": 0.01, "compute": 0.05}
+
+
+def driven(protocol: dict[str, Any]) -> tuple[MailboxEngine, list[Any]]:
+    """A run of four peers on slow links, driven event by event; the flows it sends."""
+    sc = scenario(protocol, peers=SLOW, stop={"max_time": 20, "target_var": 0})
+    engine = MailboxEngine(sc, 0)
+    engine.env.process(engine.process(None))
+    engine.env.step()  # the run's process builds the clock and the flow network
+    flows: list[Any] = []
+    send = engine.clock.net.send
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        flows.append(send(*args, **kwargs))
+        return flows[-1]
+
+    engine.clock.net.send = recording  # type: ignore[method-assign]
+    return engine, flows
+
+
+def step_until(engine: MailboxEngine, found: Any) -> Any:
+    """Step the run's events until ``found()`` returns something; return it."""
+    for _ in range(100_000):
+        hit = found()
+        if hit is not None:
+            return hit
+        engine.env.step()
+    raise AssertionError("never found")
+
+
+def preempt(engine: MailboxEngine, peer: int) -> None:
+    """Preempt ``peer`` as the churn process does (through the exact-target tracker)."""
+    watched(engine.tracker, engine.clock.preempt)(np.array([peer]))
+
+
+def rows(engine: MailboxEngine, peer: int) -> list[np.ndarray]:
+    state = engine.state
+    return [np.array(state.x[peer]), *(np.array(v[peer]) for v in state.extra.values())]
+
+
+def test_a_sender_preempted_with_a_share_in_flight_takes_it_back_as_it_goes_down():
+    """The flow fails at the sender's preemption: its share is back with it at once, so
+    the absent sender's rows never change afterwards, and the mass is exact."""
+    engine, _ = driven({"name": "sgp", "push_sum": True})
+    src, _ = step_until(engine, lambda: next(iter(engine.in_flight), None))
+    x0, w0 = mass(engine)
+    preempt(engine, src)
+    frozen = rows(engine, src)
+    np.testing.assert_allclose(mass(engine)[0], x0, rtol=1e-12, atol=1e-12)
+    engine.env.run(until=engine.env.now + 2.0)
+    assert not engine.clock.present[src]
+    for now, then in zip(rows(engine, src), frozen, strict=True):
+        np.testing.assert_array_equal(now, then)
+    x, w = mass(engine)
+    np.testing.assert_allclose(x, x0, rtol=1e-12, atol=1e-12)
+    assert w == pytest.approx(w0, rel=1e-12)
+
+
+def delivered_unprocessed(engine: MailboxEngine, flows: list[Any]) -> Any:
+    """A message whose flow has just completed, its callbacks not yet run."""
+    for flow in flows:
+        if flow.phase == DONE and not flow.done.processed:
+            return flow
+    return None
+
+
+@pytest.mark.parametrize("protocol", [{"name": "sgp", "push_sum": True}, {"name": "gossip"}])
+def test_a_receiver_preempted_at_the_instant_of_a_delivery_gets_it_before_it_is_down(protocol):
+    """The message was delivered (its flow completed) at the instant its receiver goes
+    down, before the delivery's callbacks ran: push-sum's share is added as the receiver
+    goes down, never to its absent rows later; a plain value lands in the mailbox that
+    the preemption empties, never in the absent peer's mailbox."""
+    engine, flows = driven(protocol)
+    flow = step_until(engine, lambda: delivered_unprocessed(engine, flows))
+    x0, w0 = mass(engine) if protocol.get("push_sum") else (None, None)
+    preempt(engine, flow.dst)
+    frozen = rows(engine, flow.dst)
+    if x0 is not None:
+        np.testing.assert_allclose(mass(engine)[0], x0, rtol=1e-12, atol=1e-12)
+    now = engine.env.now
+    while engine.env.peek() <= now:  # the rest of the instant: the delivery's callbacks
+        engine.env.step()
+    assert flow.dst not in engine.mailboxes
+    engine.env.run(until=now + 2.0)
+    assert not engine.clock.present[flow.dst]
+    assert flow.dst not in engine.mailboxes
+    for value, then in zip(rows(engine, flow.dst), frozen, strict=True):
+        np.testing.assert_array_equal(value, then)
+    if x0 is not None:
+        x, w = mass(engine)
+        np.testing.assert_allclose(x, x0, rtol=1e-12, atol=1e-12)
+        assert w == pytest.approx(w0, rel=1e-12)
+
+
+@pytest.mark.parametrize("protocol", [{"name": "gossip"}, {"name": "sgp", "push_sum": True}])
+def test_a_peer_without_local_work_steps_at_the_pace_of_its_messages(protocol):
+    """``compute: 0`` (averaging back to back): a step takes no time, so each peer waits
+    for one of its messages to end (or one to reach it) before the next; time advances
+    and the steps follow the route latency (2 × 50 ms per message)."""
+    sc = scenario(
+        protocol,
+        peers={"count": 3, "upload": 1e9, "download": 1e9, "latency": 0.05, "compute": 0},
+        stop={"max_time": 5, "target_var": 0},
+    )
+    engine = MailboxEngine(sc, 0)
+    engine.env.process(engine.process(None))
+    for _ in range(50_000):
+        if engine.env.peek() > 1.0:
+            break
+        engine.env.step()
+    assert engine.env.peek() > 1.0  # not stuck at one instant
+    steps = engine.book.steps
+    assert 8 <= steps.min() <= steps.max() <= 12  # one step per 0.1 s, the first at 0

@@ -22,6 +22,18 @@ vector: {dim: 8192}
 protocol: {name: moshpit, group_size: 4, grid_dims: 2}
 stop: {max_time: 10 s, max_rounds: null, target_var: null}
 """
+GOSSIP_ASYNC = """\
+name: traced-gossip
+seed: 4
+clock: network
+schedule: async
+peers: {count: 8, upload: 100 Mbit/s, download: 100 Mbit/s, latency: 10 ms,
+        compute: {dist: uniform, low: 0.1, high: 0.3}}
+churn: {model: exponential, mtbf: 20 s, mttr: 5 s, rejoin: keep}
+vector: {dim: 8192}
+protocol: {name: gossip, topology: ring}
+stop: {max_time: 10 s, max_rounds: null, target_var: null}
+"""
 ROUNDS = """\
 name: rounds
 peers: {count: 8}
@@ -84,7 +96,9 @@ def test_trace_json_holds_every_seed_and_loads_as_json(runner, network, tmp_path
     assert tracks(document) == sorted([f"peer {p}" for p in range(12)] * 2)
 
 
-def test_results_are_identical_with_and_without_trace(runner, network, tmp_path):
+@pytest.mark.parametrize("text", [NETWORK, GOSSIP_ASYNC], ids=["moshpit", "gossip-async"])
+def test_results_are_identical_with_and_without_trace(runner, network, tmp_path, text):
+    network.write_text(text)
     plain, traced = tmp_path / "plain", tmp_path / "traced"
     assert invoke(runner, "run", network, "--out", plain).exit_code == 0
     assert invoke(runner, "run", network, "--out", traced, "--trace").exit_code == 0
@@ -165,3 +179,57 @@ def test_help_shows_the_trace_options_and_their_defaults(runner):
     text = " ".join(result.stdout.split())
     for needle in ("--trace", "--trace-peers", "--trace-max-events", "0-63", str(MAX_EVENTS)):
         assert needle in text
+
+
+def nests(slices: list[dict]) -> bool:
+    """The ``X`` slices of one track nest (Perfetto draws nothing else)."""
+    open_ends: list[int] = []
+    for e in sorted(slices, key=lambda e: (e["ts"], -e["dur"])):
+        while open_ends and open_ends[-1] <= e["ts"]:
+            open_ends.pop()
+        if open_ends and e["ts"] + e["dur"] > open_ends[-1]:
+            return False
+        open_ends.append(e["ts"] + e["dur"])
+    return True
+
+
+def test_gossip_async_steps_are_slices_after_each_local_work(runner, network, tmp_path):
+    """Mailbox steps (asynchronous SGP): a ``compute`` slice per local work and, where it
+    ends, a ``step`` slice (no duration) with the step's index, the ring neighbours it
+    sent to and the senders it mixed; one per completed step, numbered in order."""
+    network.write_text(GOSSIP_ASYNC)
+    out = tmp_path / "out"
+    result = invoke(runner, "run", network, "--out", out, "--trace")
+    assert result.exit_code == 0, result.stderr
+    events = load(out)["traceEvents"]
+    assert all({"name", "ph", "pid", "tid", "ts"} <= e.keys() for e in events)
+    assert tracks(load(out)) == sorted(f"peer {p}" for p in range(8))
+    body = [e for e in events if e["ph"] == "X"]
+    assert all(isinstance(e["ts"], int) and isinstance(e["dur"], int) for e in body)
+    assert all(e["ts"] >= 0 and e["dur"] >= 0 for e in body)
+    assert {e["cat"] for e in body} == {"compute", "step", "flow", "churn"}
+    by_tid: dict[int, list[dict]] = {}
+    for e in body:
+        by_tid.setdefault(e["tid"], []).append(e)
+    assert all(nests(track) for track in by_tid.values())
+    steps = pd.read_parquet(out / "steps.parquet").set_index("peer")["steps"]
+    stride = 10  # extra rows of peer i: tid = i + row × 10 (8 peers)
+    sent = mixed = 0
+    for peer in range(8):
+        mine = [e for e in body if e["tid"] % stride == peer]
+        step_slices = sorted((e for e in mine if e["cat"] == "step"), key=lambda e: e["ts"])
+        compute_ends = {e["ts"] + e["dur"] for e in mine if e["cat"] == "compute"}
+        assert len(step_slices) == steps[peer]  # 0 for a peer absent all along
+        ring = {(peer - 1) % 8, (peer + 1) % 8}
+        for k, e in enumerate(step_slices):
+            assert e["name"] == "step"
+            assert e["dur"] == 0
+            assert e["args"]["step"] == k
+            assert e["ts"] in compute_ends  # the step comes when its local work ends
+            assert set(e["args"]["sent_to"]) <= ring
+            assert set(e["args"]["mixed_from"]) <= ring
+            sent += len(e["args"]["sent_to"])
+            mixed += len(e["args"]["mixed_from"])
+    assert sent == sum(1 for e in body if e["cat"] == "flow")  # one flow per message
+    assert sent > 0
+    assert mixed > 0

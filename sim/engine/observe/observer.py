@@ -35,8 +35,10 @@ from protocols.contract import State
 from sim.core.backend import to_numpy
 from sim.engine.observe.targets import Targets
 from sim.engine.observe.tracker import Masks, Now, Tracker
+from sim.engine.observe.training import TrainingProbe
 from sim.engine.recorder import Recorder, Sample, statistics
 from sim.model.scenario.models import Scenario
+from sim.model.training import Trainer
 
 #: Every value ``stop_reason`` can take.
 STOP_REASONS = ("target", "max_time", "max_rounds", "nan", "interrupted")
@@ -59,6 +61,9 @@ class Observer:
         The initial mean (float64, (dim,)) that ``err_init`` and ``mean_drift`` refer to.
     interrupt
         Optional event; once set, the run ends at its next sample (``interrupted``).
+    trainer
+        With a ``workload``: the run's trainer, whose metrics are recorded beside
+        ``var`` and whose loss targets are timed (:mod:`sim.engine.observe.training`).
     """
 
     def __init__(
@@ -69,10 +74,14 @@ class Observer:
         state: State,
         mean0: Any,
         interrupt: threading.Event | None = None,
+        trainer: Trainer | None = None,
     ) -> None:
         self.stop = scenario.stop
         self.recorder = Recorder(seed, scenario.metrics.every)
         self.targets = Targets(scenario)
+        self.training = None if trainer is None else TrainingProbe(trainer, self.targets)
+        if self.training is not None:
+            self.recorder.workload_columns = self.training.columns
         self.protocol, self.state, self.mean0, self.interrupt = protocol, state, mean0, interrupt
         self.tracker: Tracker | None = None
         self.reason: str | None = None
@@ -160,10 +169,13 @@ class Observer:
             self._locate_nan(estimate, exists, rounds, time_s)
         self.targets.below("var", stats.var, rounds, time_s)
         self.targets.below("var_alive", stats.var_alive, rounds, time_s)
+        if self.training is not None:
+            self.training.check(stats, rounds, time_s)
         done = self.decide(rounds, time_s)
         if record or done or self.recorder.due(time_s):
             alive = float(present.sum() / max(1, exists.sum()))
-            self.recorder.record(rounds, time_s, stats, alive, traffic)
+            workload = () if self.training is None else self.training.row(estimate, stats, exists)
+            self.recorder.record(rounds, time_s, stats, alive, traffic, workload)
         return done
 
     def decide(self, rounds: int, time_s: float) -> bool:
@@ -200,8 +212,12 @@ class Observer:
         return min(1.0, max(parts)) if parts else None
 
     def fields(self) -> dict[str, Any]:
-        """The summary fields the observer owns: targets, ``stop_reason``, ``nan``."""
-        return {**self.targets.fields(), "stop_reason": self.reason, "nan": self.nan}
+        """The summary fields the observer owns: targets, ``stop_reason``, ``nan``, and
+        with a workload the training fields (:meth:`TrainingProbe.fields`)."""
+        fields = {**self.targets.fields(), "stop_reason": self.reason, "nan": self.nan}
+        if self.training is not None:
+            fields.update(self.training.fields())
+        return fields
 
     def _locate_nan(self, estimate: Any, exists: np.ndarray, rounds: int, time_s: float) -> None:
         """A sample's statistics are not finite: find the first existing peer whose

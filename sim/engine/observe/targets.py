@@ -9,6 +9,12 @@ Summary fields (:meth:`Targets.fields`): ``rounds_to_target`` and ``time_to_targ
 for the stop target; ``rounds_to_<t>``, ``time_to_<t>_s`` (``var``) and
 ``rounds_to_<t>_alive``, ``time_to_<t>_alive_s`` (``var_alive``) for each
 ``metrics.targets`` value, ``<t>`` as :func:`target_label` writes it (``1e-04``).
+
+With a workload, ``metrics.targets`` entries ``{loss: v}`` are thresholds on the loss
+of the averaged model (metric ``loss``, checked at each sample by
+:mod:`sim.engine.observe.training`): ``rounds_to_loss_<v>`` and ``time_to_loss_<v>_s``,
+``<v>`` as :func:`loss_label` writes it (``0.35``). Only the variance thresholds keep
+the exact-target tracker busy (:attr:`Targets.active`).
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 from sim.model.scenario.models import Scenario
+from sim.model.scenario.workload import loss_targets, var_targets
 
-#: The metrics a threshold can be on, and the suffix of their summary fields.
+#: The variance metrics a threshold can be on, and the suffix of their summary fields.
 METRICS = {"var": "", "var_alive": "_alive"}
 
 
@@ -27,13 +34,22 @@ def target_label(target: float) -> str:
     return f"{target:.0e}"
 
 
+def loss_label(target: float) -> str:
+    """The suffix naming a loss target in summary fields: ``0.35``, ``1e-05``."""
+    return f"{target:g}"
+
+
 def target_fields(scenario: Scenario) -> list[str]:
-    """The summary fields the scenario's ``metrics.targets`` add (both metrics)."""
+    """The summary fields the scenario's ``metrics.targets`` add (both variance
+    metrics for a number, the loss for ``{loss: v}``)."""
     fields = []
-    for target in scenario.metrics.targets:
+    for target in var_targets(scenario.metrics.targets):
         label = target_label(target)
         for suffix in METRICS.values():
             fields += [f"rounds_to_{label}{suffix}", f"time_to_{label}{suffix}_s"]
+    for target in loss_targets(scenario.metrics.targets):
+        label = loss_label(target)
+        fields += [f"rounds_to_loss_{label}", f"time_to_loss_{label}_s"]
     return fields
 
 
@@ -49,7 +65,8 @@ class Targets:
     def __init__(self, scenario: Scenario) -> None:
         stop = scenario.stop
         self.stop_key = (stop.target_on, stop.target_var) if stop.target_var else None
-        self.targets = list(scenario.metrics.targets)
+        self.targets = var_targets(scenario.metrics.targets)
+        self.losses = loss_targets(scenario.metrics.targets)
         keys = {(metric, t) for metric in METRICS for t in self.targets}
         if self.stop_key is not None:
             keys.add(self.stop_key)
@@ -59,6 +76,7 @@ class Targets:
         self._pending = {
             metric: sorted((t for m, t in keys if m == metric), reverse=True) for metric in METRICS
         }
+        self._pending["loss"] = sorted(set(self.losses), reverse=True)
 
     @property
     def stop_reached(self) -> bool:
@@ -67,12 +85,12 @@ class Targets:
 
     @property
     def active(self) -> bool:
-        """True while some threshold is left to cross."""
+        """True while some variance threshold is left to cross."""
         return bool(self._pending["var"] or self._pending["var_alive"])
 
     def metrics(self) -> list[str]:
-        """The metrics that still have a threshold to cross."""
-        return [metric for metric, pending in self._pending.items() if pending]
+        """The variance metrics that still have a threshold to cross."""
+        return [metric for metric in METRICS if self._pending[metric]]
 
     def next_level(self, metric: str) -> float | None:
         """The largest threshold of ``metric`` not crossed yet, or None."""
@@ -103,7 +121,7 @@ class Targets:
         if threshold in pending:
             pending.remove(threshold)
             self.reached[(metric, threshold)] = (int(rounds), float(time_s))
-            if not self.active and self.on_done is not None:
+            if metric in METRICS and not self.active and self.on_done is not None:
                 self.on_done()
         return self.is_stop(metric, threshold)
 
@@ -118,4 +136,8 @@ class Targets:
                 rounds, time_s = self.reached.get((metric, target), (None, None))
                 out[f"rounds_to_{label}{suffix}"] = rounds
                 out[f"time_to_{label}{suffix}_s"] = time_s
+        for target in self.losses:
+            label = loss_label(target)
+            rounds, time_s = self.reached.get(("loss", target), (None, None))
+            out[f"rounds_to_loss_{label}"], out[f"time_to_loss_{label}_s"] = rounds, time_s
         return out

@@ -27,7 +27,7 @@ from pydantic import (
 
 from sim.core import units
 from sim.core.errors import ScenarioError
-from sim.model.scenario.fields import Duration, Fraction, Rate
+from sim.core.fields import Duration, Fraction, Rate
 
 #: ``bernoulli``'s period when the scenario gives none: one second (one round).
 DEFAULT_PERIOD_S = 1.0

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sim.core.errors import ScenarioError
-from sim.model.scenario.fields import PeerDist, dist_to_plain
+from sim.core.fields import PeerDist, dist_to_plain
 from sim.model.scenario.messages import from_validation_error
 from sim.model.scenario.models import Scenario
 from sim.model.scenario.overrides import Replace, apply_overrides, split_key
@@ -82,9 +82,9 @@ def scenario_from_mapping(
 
 
 def _resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
-    """File keys (``vector.file``, ``churn.file``, ``protocol.file``) relative to the
-    scenario file's folder become absolute."""
-    for section in ("vector", "churn", "protocol"):
+    """File keys (``vector.file``, ``churn.file``, ``protocol.file``, ``workload.file``)
+    relative to the scenario file's folder become absolute."""
+    for section in ("vector", "churn", "protocol", "workload"):
         mapping = data.get(section)
         if isinstance(mapping, dict) and isinstance(mapping.get("file"), str):
             path = Path(mapping["file"])

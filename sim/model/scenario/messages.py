@@ -6,28 +6,9 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from sim.core.errors import ScenarioError
+from sim.core.errors import InnerKeyError, ScenarioError
 
 _STRIP = ("Value error, ", "Input should be ", "Assertion failed, ")
-
-
-class InnerKeyError(ValueError):
-    """Raised by a field validator about a key *inside* the value it validates (e.g.
-    ``median`` of a distribution), so that the error names that innermost key.
-
-    Parameters
-    ----------
-    key
-        Dotted key relative to the field, e.g. ``median`` or ``values.2``.
-    got, expected
-        As for :class:`ScenarioError`; ``known`` (the keys allowed there) makes it an
-        unknown-key error.
-    """
-
-    def __init__(self, key: str, got: Any, expected: str, known: list[str] | None = None) -> None:
-        self.key, self.got, self.expected, self.known = key, got, expected, known
-        text = "unknown key" if known is not None else f"expected {expected}, got {got!r}"
-        super().__init__(f"{key}: {text}")
 
 
 def from_validation_error(exc: ValidationError, data: dict[str, Any]) -> ScenarioError:

@@ -11,7 +11,18 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols import params_union
-from sim.core.errors import ScenarioError
+from protocols.contract import MAX_DIM_TIMES_WIRE_COORDS
+from sim.core.errors import InnerKeyError, ScenarioError
+from sim.core.fields import (
+    Bandwidth,
+    Duration,
+    Fraction,
+    PeerBandwidth,
+    PeerDist,
+    PeerDuration,
+    WholeBytes,
+    const,
+)
 from sim.model.scenario.churn import (
     BernoulliChurn,
     Churn,
@@ -22,16 +33,8 @@ from sim.model.scenario.churn import (
     WavesChurn,
     class_index,
 )
-from sim.model.scenario.fields import (
-    Bandwidth,
-    Duration,
-    Fraction,
-    PeerBandwidth,
-    PeerDist,
-    PeerDuration,
-    const,
-)
-from sim.model.scenario.messages import InnerKeyError
+from sim.model.scenario.workload import NoWorkload, Target, Workload
+from sim.model.scenario.workload import resolve as resolve_workload
 
 
 class Section(BaseModel):
@@ -141,13 +144,29 @@ class Network(Section):
         return self
 
 
+#: Bytes per coordinate of each ``vector.dtype``.
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2}
+WIRE_BYTES_DESCRIPTION = (
+    "bytes of one whole vector on the wire, uncompressed (e.g. '1 GB'); flows carry this "
+    "size while the arithmetic runs on dim coordinates (null: dim × itemsize)"
+)
+
+
 class Vector(Section):
-    """The vectors the peers hold and average."""
+    """The vectors the peers hold and average.
+
+    ``wire_bytes`` (default: ``dim`` × the dtype's itemsize) is the size of one whole
+    vector on the wire: a model of 10⁹ parameters is simulated on ``dim`` coordinates (a
+    sample: averaging is linear per coordinate) while every message carries its share of
+    the real size. It is a whole number of coordinates of ``dtype``, at least one per
+    simulated coordinate.
+    """
 
     dim: int = Field(default=1, ge=1)
     dtype: Literal["float64", "float32", "float16"] = "float64"
     init: Literal["normal", "uniform", "onehot", "file"] = "normal"
     file: str | None = None
+    wire_bytes: WholeBytes | None = Field(default=None, description=WIRE_BYTES_DESCRIPTION)
 
     @model_validator(mode="after")
     def _file_given_for_file_init(self) -> Vector:
@@ -156,6 +175,46 @@ class Vector(Section):
                 "expected vector.file (a .npy of shape (peers.count, dim)) with init: file"
             )
         return self
+
+    @model_validator(mode="after")
+    def _wire_fits_the_vector(self) -> Vector:
+        # InnerKeyError: the message names vector.wire_bytes, not vector
+        size, itemsize = self.wire_bytes, self.itemsize
+        if size is None:
+            return self
+        least = self.dim * itemsize
+        if size < least:
+            expected = (
+                f"at least vector.dim × {itemsize} = {least} bytes (one {self.dtype} "
+                "coordinate on the wire per simulated coordinate)"
+            )
+            raise InnerKeyError("wire_bytes", size, expected)
+        if size % itemsize:
+            expected = f"a whole number of {self.dtype} coordinates (a multiple of {itemsize})"
+            raise InnerKeyError("wire_bytes", size, expected)
+        if self.dim * (size // itemsize) > MAX_DIM_TIMES_WIRE_COORDS:
+            most = MAX_DIM_TIMES_WIRE_COORDS // self.dim * itemsize
+            expected = (
+                f"at most {most} bytes with vector.dim {self.dim} (dim × coordinates ≤ 2**62)"
+            )
+            raise InnerKeyError("wire_bytes", size, expected)
+        return self
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes of one coordinate of ``dtype``."""
+        return ITEMSIZE[self.dtype]
+
+    @property
+    def wire_size(self) -> int:
+        """Bytes of one whole vector on the wire, uncompressed: ``wire_bytes``, or
+        ``dim`` × itemsize when it is not set."""
+        return self.dim * self.itemsize if self.wire_bytes is None else self.wire_bytes
+
+    @property
+    def wire_coords(self) -> int:
+        """Coordinates of one whole vector on the wire (``dim`` without ``wire_bytes``)."""
+        return self.wire_size // self.itemsize
 
 
 #: ``stop.max_rounds`` on the rounds clock when the scenario sets no bound at all.
@@ -203,7 +262,7 @@ class Metrics(Section):
     """How often the recorder samples, and extra variance thresholds to time."""
 
     every: Duration = Field(default=1.0, description="rounds, or seconds on the network clock")
-    targets: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
+    targets: list[Target] = Field(default_factory=list)
 
     @field_validator("every")
     @classmethod
@@ -247,6 +306,7 @@ class Scenario(Section):
     protocol: _protocol_field()  # type: ignore[valid-type]
     stop: Stop = Field(default_factory=Stop)
     metrics: Metrics = Field(default_factory=Metrics)
+    workload: Workload = Field(default_factory=NoWorkload)
 
     @model_validator(mode="after")
     def _wave_class_exists(self) -> Scenario:
@@ -287,6 +347,11 @@ class Scenario(Section):
         # the clock's default bound (Stop.resolved), recorded in the resolved scenario
         stop = self.stop.resolved(self.clock)
         return self if stop is self.stop else self.model_copy(update={"stop": stop})
+
+    @model_validator(mode="after")
+    def _workload_fits(self) -> Scenario:
+        # after _stop_bounds: fills vector.dim, stop.target_var, the schedule's horizon
+        return resolve_workload(self)
 
 
 def check_async(clock: str, protocol: Any) -> None:

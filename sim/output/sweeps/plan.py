@@ -23,7 +23,7 @@ from typing import Any
 from sim.core.errors import ScenarioError
 from sim.engine.observe.targets import target_fields
 from sim.engine.resources import estimate_memory
-from sim.engine.summary import counter_fields, schedule_fields
+from sim.engine.summary import counter_fields, schedule_fields, workload_fields
 from sim.model.scenario import Scenario, apply_overrides, scenario_from_mapping
 from sim.model.scenario.models import MAX_REPEATS
 from sim.output.sweeps.labels import (
@@ -142,6 +142,7 @@ def expand(
             fields.update(target_fields(scenario))
             fields.update(counter_fields(scenario))
             fields.update(schedule_fields(scenario))
+            fields.update(workload_fields(scenario))
             count = repeats or spec.repeats or scenario.repeats
             if len(runs) + count > MAX_RUNS:  # the grid sets `repeats` itself
                 raise ScenarioError("grid.repeats", len(runs) + count, _size_expected())

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BeforeValidator, PlainSerializer, PlainValidator, WithJsonSchema
 
 from sim.core import units
-from sim.model.scenario.messages import InnerKeyError
+from sim.core.errors import InnerKeyError
 
 _QUANTITY_SCHEMA: dict[str, Any] = {"anyOf": [{"type": "number"}, {"type": "string"}]}
 
@@ -35,6 +35,28 @@ def _format_number(value: float) -> float | str:
 Bandwidth = Annotated[float, *_quantity(units.parse_bandwidth)]
 Duration = Annotated[float, *_quantity(units.parse_duration)]
 Size = Annotated[float, *_quantity(units.parse_size)]
+
+#: Largest :data:`WholeBytes` (8 PiB): sizes stay exact in float64 and int64 arithmetic.
+MAX_WHOLE_BYTES = 2**53
+
+
+def _whole_bytes(value: object) -> int:
+    """A positive whole number of bytes from a number or a size string (``1 GB``)."""
+    size = units.parse_size(value)  # ValueError: not a size (a negative, NaN, inf, a word)
+    if not (1 <= size <= MAX_WHOLE_BYTES and size == math.floor(size)):
+        raise ValueError(
+            f"expected a whole number of bytes from 1 to 2**53 (e.g. '1 GB'), got {value!r}"
+        )
+    return int(size)
+
+
+#: A whole number of bytes in 1 … 2**53: a number or a size string such as ``1 GB``.
+WholeBytes = Annotated[
+    int,
+    PlainValidator(_whole_bytes),
+    PlainSerializer(int, return_type=int),
+    WithJsonSchema(_QUANTITY_SCHEMA),
+]
 #: Events per second (per round on the rounds clock): a number or ``3/min``; the field
 #: adds its bounds (``Field(gt=0, allow_inf_nan=False)``).
 Rate = Annotated[float, BeforeValidator(units.rate_value), WithJsonSchema(_QUANTITY_SCHEMA)]
