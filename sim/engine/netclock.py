@@ -133,8 +133,7 @@ class NetworkClock:
         self._release(flows, state)
 
     def _send(self, i: int, state: _RoundState) -> None:
-        flows = state.flows
-        src, dst = int(flows.src[i]), int(flows.dst[i])
+        src, dst = state.src[i], state.dst[i]
         self.messages += 1
         if not (self.present[src] and self.present[dst]):
             self.failed_messages += 1
@@ -142,7 +141,7 @@ class NetworkClock:
             refused.callbacks.append(partial(self._on_refused, i, state))
             return
         streamed = state.streamed is not None and state.streamed[i]
-        flow = self.net.send(src, dst, float(flows.nbytes[i]), latency=not streamed)
+        flow = self.net.send(src, dst, state.nbytes[i], latency=not streamed)
         flow.done.callbacks.append(partial(self._on_end, i, state))
         if state.timeout_s is not None:
             limit = state.timeout_s[i]
@@ -170,6 +169,12 @@ class _RoundState:
     def __init__(self, plan: RoundPlan | GroupPlan, flows: Flows, done: simpy.Event) -> None:
         n = flows.src.size
         self.plan, self.flows, self.left, self.done = plan, flows, n, done
+        # Python scalars, read once per flow sent
+        self.src, self.dst, self.nbytes = (
+            flows.src.tolist(),
+            flows.dst.tolist(),
+            flows.nbytes.tolist(),
+        )
         self.timeout_s = None if flows.timeout_s is None else flows.timeout_s.tolist()
         self.streamed = None if flows.streamed is None else flows.streamed.tolist()
         self.broken = [False] * n
@@ -274,10 +279,7 @@ class TracedFlowNetwork(FlowNetwork):
             if flow.phase in ("done", "failed"):  # ended, its done event not processed
                 self._record(flow, flow.end_s, flow.bytes_sent, flow.phase == "done")
                 continue
-            moved = 0.0
-            if flow.phase == "bandwidth":
-                moved = flow.nbytes - flow.remaining + flow.rate * (end_s - flow.t_last)
-            self._record(flow, end_s, min(moved, flow.nbytes), False, in_flight=True)
+            self._record(flow, end_s, self.moved(flow, end_s), False, in_flight=True)
         self.traced.clear()
 
 

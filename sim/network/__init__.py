@@ -6,8 +6,9 @@
 
 Modules: :mod:`~sim.network.routes` (resources and routes), :mod:`~sim.network.maxmin`
 (the progressive-filling solver and its local recomputation), :mod:`~sim.network.flows`
-(the SimPy-integrated :class:`FlowNetwork`), :mod:`~sim.network.standalone`
-(:func:`transfer_times`), :mod:`~sim.network.faults`.
+(the SimPy-integrated :class:`FlowNetwork`), its bandwidth phase on the general path
+(:mod:`~sim.network.general`) or the compiled one (:mod:`~sim.network.compiled`),
+:mod:`~sim.network.standalone` (:func:`transfer_times`), :mod:`~sim.network.faults`.
 """
 
 from sim.network.faults import FlowFailed, NetworkError

@@ -2,31 +2,43 @@
 
 A flow waits its route latency, then shares bandwidth max-min fairly with the other flows
 in their bandwidth phase (see :mod:`sim.network.maxmin`) until its bytes are through.
-The network owns three kinds of SimPy events: one timeout per flow for the latency
-phase, one pending wake-up for the next completion (stale wake-ups are recognised by a
-version number instead of being cancelled), and each flow's ``done`` event.
+The network owns three kinds of SimPy events: one timeout per batch of flows ending
+their latency phase at the same instant, one pending wake-up for the next completion
+(stale wake-ups are recognised by a version number instead of being cancelled), and
+each flow's ``done`` event.
+
+The bandwidth phase (rates, remaining bytes, completion times) lives in a *core*: the
+general path (:class:`~sim.network.general.GeneralCore`, Python objects) or the
+compiled path (:class:`~sim.network.compiled.CompiledCore`, the same steps on arrays in
+numba), which give bit-identical results; see :data:`SOLVERS`.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Set
 from typing import Any, cast
 
 import numpy as np
 import simpy
 
+from sim.network import compiled
 from sim.network.faults import FlowFailed, NetworkError
-from sim.network.maxmin import FlowsOn, Share, reallocate
+from sim.network.general import GeneralCore
+from sim.network.maxmin import REL_EPS, Share
 from sim.network.routes import LinkGraph, Route, Routes
 
-#: A flow whose remaining bytes fall to this fraction of its size counts as complete.
-REL_EPS = 1e-12
+__all__ = [
+    "BANDWIDTH", "COMPILED_MIN_PEERS", "DONE", "FAILED", "LATENCY", "REL_EPS", "SHARING",
+    "SOLVERS", "Flow", "FlowNetwork",
+]  # fmt: skip
 
 LATENCY, BANDWIDTH, DONE, FAILED = "latency", "bandwidth", "done", "failed"
 SHARING = ("maxmin", "rtt_weighted")
-_NOTHING: frozenset[int] = frozenset()
+#: ``solver`` values: ``general`` (Python), ``compiled`` (numba, the extra ``fast``),
+#: ``auto`` (compiled when numba imports and the network has at least
+#: :data:`COMPILED_MIN_PEERS` peers: below that, importing numba costs more than it saves).
+SOLVERS = ("auto", "general", "compiled")
+COMPILED_MIN_PEERS = 256
 
 
 class Flow(Share):
@@ -57,7 +69,7 @@ class Flow(Share):
 
     __slots__ = (
         "bytes_sent", "done", "dst", "end_s", "id", "latency_s", "nbytes", "phase",
-        "remaining", "src", "start_s", "t_last", "tag", "version",
+        "remaining", "slot", "src", "start_s", "t_last", "tag", "version",
     )  # fmt: skip
     done: simpy.Event
     start_s: float
@@ -70,7 +82,7 @@ class Flow(Share):
         self.phase, self.end_s, self.bytes_sent, self.version = LATENCY, math.nan, 0.0, 0
         self.remaining, self.t_last, self.w = nbytes, 0.0, w
         self.rate = self.lam = self.new_lam = 0.0
-        self.bneck = self.new_bneck = -1
+        self.bneck = self.new_bneck = self.slot = -1
         self.mark = self.frozen = 0
 
     def __repr__(self) -> str:
@@ -94,6 +106,9 @@ class FlowNetwork:
         route latency must then be positive).
     links
         Optional shared links (:class:`~sim.network.routes.LinkGraph`).
+    solver
+        ``"auto"`` (default), ``"general"`` or ``"compiled"`` (:data:`SOLVERS`): which
+        core computes the bandwidth phase. Both give bit-identical completion times.
 
     Notes
     -----
@@ -119,17 +134,27 @@ class FlowNetwork:
         latency_s: Any,
         sharing: str = "maxmin",
         links: LinkGraph | None = None,
+        solver: str = "auto",
     ) -> None:
         if sharing not in SHARING:
             raise NetworkError("sharing", sharing, f"one of {SHARING}")
+        if solver not in SOLVERS:
+            raise NetworkError("solver", solver, f"one of {SOLVERS}")
         self.env, self.sharing = env, sharing
         self.routes = Routes(upload_bytes_per_s, download_bytes_per_s, latency_s, links)
         self.n = self.routes.n
         self._capacity = self.routes.capacity_bytes_per_s
-        self._flows_on: FlowsOn = [{} for _ in self._capacity]
         self._in_flight: list[dict[int, Flow]] = [{} for _ in range(self.n)]
         self._active: dict[int, Flow] = {}
-        self._heap: list[tuple[float, int, int, Flow]] = []
+        if solver == "auto":
+            big = self.n >= COMPILED_MIN_PEERS
+            solver = "compiled" if big and compiled.available() else "general"
+        elif solver == "compiled" and not compiled.available():
+            raise NetworkError("solver", solver, "'general' or 'auto' (numba is not installed)")
+        #: ``"general"`` or ``"compiled"``: the core this network runs on.
+        self.solver = solver
+        core = compiled.CompiledCore if solver == "compiled" else GeneralCore
+        self._core: GeneralCore | compiled.CompiledCore = core(self._capacity, self._active)
         self._wake_at = math.inf
         self._wake_version = 0
         self._out = [0.0] * self.n
@@ -164,12 +189,21 @@ class FlowNetwork:
             weight = 1.0 / latency_s
         flow = Flow(self.flows_started, src, dst, nbytes, tag, route, weight)
         env = self.env
-        flow.done, flow.start_s = simpy.Event(env), env.now
+        now = env.now
+        flow.done, flow.start_s = simpy.Event(env), now
         self.flows_started += 1
-        self._in_flight[src][flow.id] = flow
-        self._in_flight[dst][flow.id] = flow
+        in_flight = self._in_flight
+        in_flight[src][flow.id] = flow
+        in_flight[dst][flow.id] = flow
         if latency and latency_s > 0.0:
-            self._after_latency(flow, latency_s)
+            # the bandwidth phase waits: flows whose latency phases end at the same
+            # instant share one SimPy timeout and one reallocation (a round's messages)
+            end_s = now + latency_s
+            batch = self._latency_batches.get(end_s)
+            if batch is None:
+                batch = self._latency_batches[end_s] = []
+                simpy.Timeout(env, latency_s, end_s).callbacks.append(self._on_latency)
+            batch.append(flow)
         else:
             self._enter(flow)
         return flow
@@ -178,16 +212,15 @@ class FlowNetwork:
         """Fail every in-flight flow from or to ``peer`` now; return them (by id)."""
         peer = self.routes.check_peer("fail_peer(peer)", peer)
         flows = list(self._in_flight[peer].values())
-        changed: set[int] = set()
         now = self.env.now
+        moving = [flow for flow in flows if flow.phase is BANDWIDTH]
+        if moving:
+            self._core.remove(moving, now)
         for flow in flows:
-            if flow.phase is BANDWIDTH:
-                self._leave(flow, now)
-                changed.update(flow.res)
             self._end(flow, FAILED, now)
             self._account(flow, flow.nbytes - flow.remaining)
-        if changed:
-            self._reallocate((), changed, now)
+        if moving:
+            self._schedule_wake(now)
         for flow in flows:
             flow.done.defused = True
             flow.done.fail(FlowFailed(flow, peer, now))
@@ -203,11 +236,13 @@ class FlowNetwork:
         if flow.phase is DONE or flow.phase is FAILED:
             return
         now = self.env.now
-        if flow.phase is BANDWIDTH:
-            self._leave(flow, now)
-            self._reallocate((), set(flow.res), now)
+        moving = flow.phase is BANDWIDTH
+        if moving:
+            self._core.remove((flow,), now)
         self._end(flow, FAILED, now)
         self._account(flow, flow.nbytes - flow.remaining)
+        if moving:
+            self._schedule_wake(now)
         flow.done.defused = True
         flow.done.fail(FlowFailed(flow, -1, now))
         self.flows_failed += 1
@@ -229,19 +264,19 @@ class FlowNetwork:
 
     def rates(self) -> dict[int, float]:
         """Current rate (bytes/s) of every flow in its bandwidth phase, by flow id."""
-        return {key: flow.rate for key, flow in self._active.items()}
+        rate = self._core.rate
+        return {key: rate(flow) for key, flow in self._active.items()}
+
+    def moved(self, flow: Flow, at_s: float | None = None) -> float:
+        """Bytes of ``flow`` through at ``at_s`` (default now; a time not before the last
+        change of the network): its size once done, what it had moved once failed,
+        its progress in the bandwidth phase, 0 in its latency phase."""
+        if flow.phase is BANDWIDTH:
+            at_s = self.env.now if at_s is None else at_s
+            return min(self._core.moved(flow, at_s), flow.nbytes)
+        return flow.bytes_sent
 
     # -- events --------------------------------------------------------------------------
-    def _after_latency(self, flow: Flow, latency_s: float) -> None:
-        """Queue ``flow`` for its bandwidth phase; flows whose latency phases end at the
-        same instant share one SimPy timeout and one reallocation (a round's messages)."""
-        end_s = self.env.now + latency_s
-        batch = self._latency_batches.get(end_s)
-        if batch is None:
-            batch = self._latency_batches[end_s] = []
-            simpy.Timeout(self.env, latency_s, end_s).callbacks.append(self._on_latency)
-        batch.append(flow)
-
     def _on_latency(self, event: simpy.Event) -> None:
         batch = self._latency_batches.pop(cast(float, event.value))
         entering = tuple(flow for flow in batch if flow.phase is LATENCY)
@@ -250,105 +285,48 @@ class FlowNetwork:
 
     def _enter(self, *flows: Flow) -> None:
         now = self.env.now
-        entered = []
+        moving = []
+        active = self._active
         for flow in flows:
             if flow.nbytes == 0.0 or not flow.res:
                 self._complete(flow, now)
                 flow.done.succeed(now)  # maybe inside send(): callers attach callbacks later
                 continue
-            flow.phase, flow.t_last = BANDWIDTH, now
-            self._active[flow.id] = flow
-            flows_on = self._flows_on
-            alone = True
-            for r in flow.res:
-                on = flows_on[r]
-                on[flow.id] = flow
-                alone = alone and len(on) == 1
-            if alone:
-                self._rate_alone(flow, now)
-            else:
-                entered.append(flow)
-        if entered:
-            self._reallocate(tuple(entered), _NOTHING, now)
-        else:
-            self._schedule_wake(now)
-
-    def _rate_alone(self, flow: Flow, now: float) -> None:
-        """Rate of a flow alone on all its resources: what :func:`reallocate` would give
-        (the smallest capacity share, ties to the lowest resource), without solving."""
-        capacity, w = self._capacity, flow.w
-        level, bneck = math.inf, -1
-        for r in flow.res:
-            share = capacity[r] / w
-            if share < level or (share == level and r < bneck):
-                level, bneck = share, r
-        flow.lam = flow.new_lam = level
-        flow.bneck = flow.new_bneck = bneck
-        flow.rate = rate = level * w
-        flow.version += 1
-        heapq.heappush(self._heap, (now + flow.remaining / rate, flow.id, flow.version, flow))
+            flow.phase = BANDWIDTH
+            active[flow.id] = flow
+            moving.append(flow)
+        if moving:
+            self._core.enter(moving, now)
+        self._schedule_wake(now)
 
     def _on_wake(self, event: simpy.Event) -> None:
         if event.value != self._wake_version:
             return  # superseded by an earlier wake-up
         self._wake_at = math.inf
-        now, heap, due = self.env.now, self._heap, []
-        while heap:
-            finish, _, version, flow = heap[0]
-            if flow.version != version:
-                heapq.heappop(heap)
-            elif finish <= now or (finish - now) * flow.rate <= REL_EPS * flow.nbytes:
-                heapq.heappop(heap)
-                due.append(flow)
-            else:
-                break
-        changed: set[int] = set()
-        for flow in due:
-            self._leave(flow, now)
-            changed.update(flow.res)
-            self._complete(flow, now)
-        self._reallocate((), changed, now)
+        now = self.env.now
+        due = self._core.pop_due(now)
+        in_flight, out, into = self._in_flight, self._out, self._in
+        for flow in due:  # _complete, inlined: a wake-up may complete thousands of flows
+            flow.phase, flow.end_s = DONE, now
+            del in_flight[flow.src][flow.id]
+            in_flight[flow.dst].pop(flow.id, None)
+            flow.bytes_sent = nbytes = flow.nbytes
+            out[flow.src] += nbytes
+            into[flow.dst] += nbytes
+        self.flows_completed += len(due)
+        self._schedule_wake(now)
         for flow in due:
             flow.done.succeed(now)
 
     # -- bookkeeping ---------------------------------------------------------------------
-    def _reallocate(self, seeds: tuple[Flow, ...], changed: Set[int], now: float) -> None:
-        """New rates after a change; a new heap entry for every flow whose rate changed."""
-        heap, push = self._heap, heapq.heappush
-        f: Any
-        for f in reallocate(seeds, changed, self._flows_on, self._capacity):
-            f.bneck = f.new_bneck
-            rate = f.new_lam * f.w
-            if rate != f.rate:
-                f.remaining -= f.rate * (now - f.t_last)
-                f.t_last, f.rate, f.lam = now, rate, f.new_lam
-                f.version += 1
-                if rate > 0.0:
-                    push(heap, (now + f.remaining / rate, f.id, f.version, f))
-        if len(heap) > 64 + 4 * len(self._active):
-            self._heap = heap = [e for e in heap if e[3].version == e[2]]
-            heapq.heapify(heap)
-        self._schedule_wake(now)
-
     def _schedule_wake(self, now: float) -> None:
-        heap = self._heap
-        while heap and heap[0][3].version != heap[0][2]:
-            heapq.heappop(heap)
-        if not heap or heap[0][0] >= self._wake_at:
+        finish = self._core.next_finish()
+        if finish >= self._wake_at:
             return
-        self._wake_at = finish = heap[0][0]
+        self._wake_at = finish
         self._wake_version += 1
         delay = max(finish - now, 0.0)
         simpy.Timeout(self.env, delay, self._wake_version).callbacks.append(self._on_wake)
-
-    def _leave(self, flow: Flow, now: float) -> None:
-        """Take a flow out of its bandwidth phase, its bytes advanced to ``now``."""
-        flow.remaining = max(flow.remaining - flow.rate * (now - flow.t_last), 0.0)
-        flow.t_last = now
-        flow.version += 1  # its heap entries are stale now
-        del self._active[flow.id]
-        for r in flow.res:
-            del self._flows_on[r][flow.id]
 
     def _complete(self, flow: Flow, now: float) -> None:
         self._end(flow, DONE, now)
@@ -367,12 +345,12 @@ class FlowNetwork:
 
     def _progress(self, settled: list[float], src: bool) -> np.ndarray:
         total = np.array(settled)
-        now = self.env.now
+        now, moved = self.env.now, self._core.moved
         for flow in self._active.values():
-            sent = flow.nbytes - flow.remaining + flow.rate * (now - flow.t_last)
-            total[flow.src if src else flow.dst] += min(sent, flow.nbytes)
+            total[flow.src if src else flow.dst] += min(moved(flow, now), flow.nbytes)
         return total
 
+    # -- flows timed by their sender (protocols._solo_exchanges) -------------------------
     def count_solo(self, src: list[int], dst: list[int], nbytes: float) -> None:
         """Count flows of ``nbytes`` each, ``src[k] → dst[k]``, that their sender timed in
         closed form instead of sending them: each was alone on its resources from its

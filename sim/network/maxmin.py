@@ -12,6 +12,11 @@ the other flows leave, then checks the bottleneck condition on every flow that t
 a resource whose load or flows changed; flows that fail it join the region and the
 region is solved again. The region only grows and is at most the connected component
 of the change, where the check always passes; the result equals a from-scratch solve.
+
+Every collection whose order reaches the arithmetic is ordered: resources in the order
+they were first met (dicts used as ordered sets), flows in region order. The compiled
+path (:mod:`sim.network.compiled`) repeats these steps in the same order, so both give
+bit-identical rates.
 """
 
 from __future__ import annotations
@@ -19,16 +24,21 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Sequence, Set
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
 #: Relative tolerance of the bottleneck check (saturation and "no larger lam").
 TOL = 1e-9
 
+#: A flow whose remaining bytes fall to this fraction of its size counts as complete.
+REL_EPS = 1e-12
+
 _STAMPS = itertools.count(1)
 
 FlowsOn = list[dict[int, "Share"]]
+#: Resources in the order they were first met (a dict used as an ordered set).
+Ordered = dict[int, None]
 
 
 class Share:
@@ -176,7 +186,10 @@ class _Check:
         if r not in sat:
             rest = left.get(r)
             if rest is None:
-                rest = left[r] = self.capacity[r] - sum(g.rate for g in self.flows_on[r].values())
+                used = 0.0  # a plain loop: sum() of floats is compensated from Python 3.12
+                for g in self.flows_on[r].values():
+                    used += g.rate
+                rest = left[r] = self.capacity[r] - used
             if rest > TOL * self.capacity[r]:
                 return False
         return lam >= self.peak(r) * (1.0 - TOL)
@@ -184,8 +197,8 @@ class _Check:
 
 def _violations(
     region: Sequence[Share],
-    touched: Set[int],
-    covered: Set[int],
+    touched: Ordered,
+    covered: Ordered,
     check: _Check,
     left: dict[int, float],
     sat: set[int],
@@ -209,7 +222,9 @@ def _violations(
             for g in flows_on[s].values():
                 if g.mark != stamp and g.lam > lam * (1.0 + TOL):
                     extra[id(g)] = g
-    for r in touched - covered:
+    for r in touched:
+        if r in covered:
+            continue
         for g in flows_on[r].values():
             if g.bneck != r or g.mark == stamp:
                 continue
@@ -223,7 +238,10 @@ def _violations(
 
 
 def reallocate(
-    seeds: Sequence[Share], changed: Set[int], flows_on: FlowsOn, capacity: Sequence[float]
+    seeds: Sequence[Share],
+    changed: Collection[int],
+    flows_on: FlowsOn,
+    capacity: Sequence[float],
 ) -> list[Share]:
     """Solve the max-min fair rates again after flows entered or left.
 
@@ -232,7 +250,8 @@ def reallocate(
     seeds
         Flows that entered (already in ``flows_on``).
     changed
-        Resources of the flows that left (already removed from ``flows_on``).
+        Resources of the flows that left (already removed from ``flows_on``), in the
+        order they were met, without repeats.
     flows_on, capacity
         As in :func:`progressive_filling`.
 
@@ -247,10 +266,11 @@ def reallocate(
     if not region:
         return region  # no flow is bottlenecked where anything changed: nothing moves
     while True:
-        touched = set(changed)
+        touched = dict.fromkeys(changed)
         for f in region:
             f.mark = stamp
-            touched.update(f.res)
+            for r in f.res:
+                touched[r] = None
         left, sat = progressive_filling(region, flows_on, capacity, stamp)
         check = _Check(flows_on, capacity, stamp)
         extra = _violations(region, touched, covered, check, left, sat)
@@ -258,12 +278,12 @@ def reallocate(
             return region
         region.extend(extra)
         # the check may have moved outside flows' bottlenecks onto covered resources
-        stamp, covered = next(_STAMPS), set()
+        stamp, covered = next(_STAMPS), {}
 
 
 def _initial_region(
-    seeds: Sequence[Share], changed: Set[int], flows_on: FlowsOn
-) -> tuple[int, list[Share], set[int]]:
+    seeds: Sequence[Share], changed: Collection[int], flows_on: FlowsOn
+) -> tuple[int, list[Share], Ordered]:
     """The new flows and those bottlenecked on a resource that gained or lost a flow.
 
     Returns the stamp they are marked with (the first solve uses it), the flows, and
@@ -271,10 +291,11 @@ def _initial_region(
     """
     stamp = next(_STAMPS)
     region = list(seeds)
-    covered = set(changed)
+    covered = dict.fromkeys(changed)
     for f in region:
         f.mark = stamp
-        covered.update(f.res)
+        for r in f.res:
+            covered[r] = None
     for r in covered:
         for g in flows_on[r].values():
             if g.bneck == r and g.mark != stamp:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from sim.network import FlowNetwork, LinkGraph, maxmin_rates, transfer_times
+from sim.network import FlowNetwork, LinkGraph, compiled, maxmin_rates, transfer_times
 
 CAPACITIES = st.sampled_from([1.0, 2.0, 3.0, 5.0, 7.5, 10.0, math.inf])
 MAX_HOSTS, MAX_FLOWS = 12, 20
@@ -82,19 +82,25 @@ def test_every_flow_has_a_saturated_bottleneck_where_it_is_largest(problem) -> N
         )
 
 
+SOLVERS = ["general", "compiled"] if compiled.available() else ["general"]
+
+
 class CheckedNetwork(FlowNetwork):
     """A network that compares its incremental rates with a solve from scratch after
-    every change (white box: hooks the private reallocation step)."""
+    every change (white box: hooks the private step that follows each re-rating)."""
 
     worst = 0.0
+    checks = 0
 
-    def _reallocate(self, seeds, changed, now) -> None:  # type: ignore[no-untyped-def]
-        super()._reallocate(seeds, changed, now)
+    def _schedule_wake(self, now: float) -> None:
+        super()._schedule_wake(now)
         active = list(self._active.values())
         if active:
             reference = maxmin_rates([f.res for f in active], self._capacity, [f.w for f in active])
-            got = np.array([f.rate for f in active])
+            rates = self.rates()
+            got = np.array([rates[f.id] for f in active])
             self.worst = max(self.worst, float(np.max(np.abs(got - reference) / reference)))
+            self.checks += 1
 
 
 @st.composite
@@ -113,14 +119,14 @@ def workloads(draw: st.DrawFn) -> tuple[list[tuple[float, float]], list[float], 
     return hosts, latency_s, transfers
 
 
-@given(workloads(), st.sampled_from(["maxmin", "rtt_weighted"]))
-def test_incremental_rates_equal_a_solve_from_scratch(workload, sharing: str) -> None:
+@given(workloads(), st.sampled_from(["maxmin", "rtt_weighted"]), st.sampled_from(SOLVERS))
+def test_incremental_rates_equal_a_solve_from_scratch(workload, sharing: str, solver: str) -> None:
     hosts, latency_s, transfers = workload
     if sharing == "rtt_weighted":
         latency_s = [lat + 0.05 for lat in latency_s]
     env = simpy.Environment()
     up, down = np.array(hosts).T
-    net = CheckedNetwork(env, up, down, latency_s, sharing=sharing)
+    net = CheckedNetwork(env, up, down, latency_s, sharing=sharing, solver=solver)
     for src, dst, nbytes, start_s in transfers:
         simpy.Timeout(env, start_s).callbacks.append(lambda _, a=(src, dst, nbytes): net.send(*a))
     env.run()
@@ -147,8 +153,9 @@ def test_an_uploader_that_alone_limits_its_flows_works_like_a_fifo_server(worklo
         assert max(finish[k] for *_, k in mine) == pytest.approx(free_s, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_incremental_rates_stay_exact_under_heavy_contention(seed: int) -> None:
+def test_incremental_rates_stay_exact_under_heavy_contention(seed: int, solver: str) -> None:
     # a seeded stress test: 24 hosts in 3 sites joined by finite links, 400 flows,
     # preemptions; every reallocation is compared with a solve from scratch
     rng = np.random.default_rng(seed)
@@ -162,7 +169,7 @@ def test_incremental_rates_stay_exact_under_heavy_contention(seed: int) -> None:
     up = rng.choice([1.0, 2.0, 4.0, math.inf], n)
     down = rng.choice([1.0, 3.0, 8.0, math.inf], n)
     sharing = "rtt_weighted" if seed == 3 else "maxmin"
-    net = CheckedNetwork(env, up, down, rng.uniform(0.01, 0.1, n), sharing, topology)
+    net = CheckedNetwork(env, up, down, rng.uniform(0.01, 0.1, n), sharing, topology, solver)
     for start_s in np.sort(rng.uniform(0, 40, 400)):
         src, dst = rng.integers(0, n, 2)
         nbytes = float(rng.choice([0.0, rng.exponential(3.0)], p=[0.05, 0.95]))
@@ -173,5 +180,6 @@ def test_incremental_rates_stay_exact_under_heavy_contention(seed: int) -> None:
         simpy.Timeout(env, fail_s).callbacks.append(lambda _, p=int(peer): net.fail_peer(p))
     env.run()
     assert net.worst <= 1e-9
+    assert net.checks > 400
     assert net.flows_completed + net.flows_failed == 400
     assert net.flows_failed > 0
