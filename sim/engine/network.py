@@ -20,7 +20,7 @@ import pandas as pd
 
 from sim.core.errors import ScenarioError
 from sim.core.seeding import component_rng
-from sim.engine.base import Engine, Progress
+from sim.engine.base import Engine, Progress, frozen_heap
 from sim.engine.netclock import NetworkClock, TracedClock, TracedFlowNetwork
 from sim.engine.observe.wiring import WatchedRejoin, watched_churn
 from sim.engine.trace import ChurnTrace
@@ -102,7 +102,8 @@ class NetworkEngine(Engine):
         env = self.env
         ends = [env.process(self.process(progress)), self.observer.halt_event(env)]
         max_time = self.scenario.stop.max_time
-        env.run(until=env.any_of(ends if max_time is None else [*ends, env.timeout(max_time)]))
+        with frozen_heap():
+            env.run(until=env.any_of(ends if max_time is None else [*ends, env.timeout(max_time)]))
         self.finish()
 
     @abstractmethod
