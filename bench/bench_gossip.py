@@ -7,7 +7,8 @@
   exchange two flows of S bytes), ring of N = 1024, dim = 64, 100 Mbit/s peers with
   10 ms latency, ``E1_SECONDS`` simulated seconds (≈ 10^5 exchanges started): exchanges
   per second ÷ SimPy timeouts per second, target ≥ 0.2; and a2cid2 on the same workload
-  (target ≥ 0.1). Each also with the closed-form fast path off
+  (target ≥ 0.1); E1 also with the default ``stop.target_var: 1e-9`` (the exact-target
+  tracker shown every exchange, in segments). Each also with the closed-form fast path off
   (:data:`protocols._solo_exchanges.ENABLED`; every exchange as flows, one ring at a
   time: the figure before issue 13), for ``E1_SECONDS / 4``, in the same run.
 - E2 (performance.md): a2cid2 on a ring of N = 4096, dim = 16, 100 time units:
@@ -66,10 +67,12 @@ def exchanges_per_s(protocol: str, n_peers: int, dim: int, time_units: int) -> f
 
 
 def network_exchanges_per_s(
-    n_peers: int, dim: int, seconds: float, protocol: str = "pairwise_gossip", fast: bool = True
-) -> tuple[float, int]:
+    n_peers: int, dim: int, seconds: float, protocol: str = "pairwise_gossip", fast: bool = True,
+    target_var: float = 0.0,
+) -> tuple[float, int]:  # fmt: skip
     """(exchanges per wall second, exchanges) on the network clock (E1: pairwise_gossip);
-    ``fast`` False runs every exchange through the general flow path."""
+    ``fast`` False runs every exchange through the general flow path; ``target_var`` > 0
+    has the exact-target tracker watch every exchange (E1 does not reach 1e-9)."""
     scenario = sim.scenario_from_mapping(
         {
             "name": "bench-e1",
@@ -82,7 +85,7 @@ def network_exchanges_per_s(
             },
             "vector": {"dim": dim, "dtype": "float64"},
             "protocol": {"name": protocol, "topology": "ring"},
-            "stop": {"max_time": seconds, "max_rounds": None, "target_var": 0},
+            "stop": {"max_time": seconds, "max_rounds": None, "target_var": target_var},
             "metrics": {"every": seconds},
         }
     )
@@ -138,6 +141,19 @@ def run() -> list[tuple[str, float, str, str]]:
                 f"fast path off, {general_count} exchanges",
             )
         )
+        if protocol == "pairwise_gossip":  # the default stop.target_var: a watched run
+            watched = []
+            for _ in range(3):
+                simpy_e1.append(simpy_timeouts_per_s())
+                watched.append(network_exchanges_per_s(1024, 64, E1_SECONDS, target_var=1e-9)[0])
+            figures.append(
+                (
+                    "E1 with exact target / SimPy timeouts",
+                    max(watched) / max(simpy_e1),
+                    "ratio",
+                    "stop.target_var 1e-9: the tracker takes every exchange",
+                )
+            )
     e2, simpy_rate = paired(3, "a2cid2", 4096, 16, 100)
     figures.append(("SimPy raw timeouts", simpy_rate, "timeouts/s", "same process"))
     figures.append(("E2 a2cid2 ring 4096 dim 16", e2, "exchanges/s", "100 time units"))

@@ -56,7 +56,10 @@ start + route latency + S / rate. :func:`exchange_process` then runs
 :class:`~protocols._solo_exchanges.SoloExchanges`: the rings up to the next event that
 could change anything are planned at once, their arithmetic applied in waves
 (``batch``), and only exchanges that cross such an event, or that may share a link,
-are sent as flows — same ring times, same completions, same bytes, bit for bit.
+are sent as flows — same ring times, same completions, same bytes, bit for bit. With
+the exact-target tracker watching, a segment's exchanges are shown to it in time order
+once applied (``take``); from the first one it must see one at a time (a crossing, a
+resync, a NaN) on, they are undone and go out as flows.
 
 The straggler ``delay`` of peers does not apply here (it is a per-round start delay).
 
@@ -185,13 +188,12 @@ def exchange_process(
     if rules is None:
         rules = pairwise_rules(run.state, protocol.wire)
         batch = pairwise_batch(run.state, protocol.wire) if batch is None else batch
-    snapshot, apply = rules
-    if protocol.watcher is not None:
-        apply = watched(protocol.watcher, apply)
+    snapshot, raw = rules
+    apply = raw if protocol.watcher is None else watched(protocol.watcher, raw)
     ends = list(zip(protocol.edges[:, 0].tolist(), protocol.edges[:, 1].tolist(), strict=True))
     cap = int(protocol.params.max_concurrent)
     nbytes = float(protocol.wire.message_bytes(ctx.wire_coords, ctx.itemsize))
-    solo = SoloExchanges.build(protocol, run, (snapshot, apply), batch, nbytes, WINDOW)
+    solo = SoloExchanges.build(protocol, run, (snapshot, raw), batch, nbytes, WINDOW, apply)
     if solo is not None:
         return solo.process()
     busy = [0] * ctx.n_peers

@@ -86,6 +86,9 @@ POLL_RINGS = 256
 LIST_PEERS = 16384
 #: Rings handled one at a time after a segment could not be planned, before the next try.
 RETRY_RINGS = 32
+#: With a watcher, a segment's rows before and after every exchange are kept until the
+#: watcher has taken them: at most this many elements (``rings × dim``) per segment.
+WATCHED_ELEMENTS = 1 << 20
 #: Two finishes closer than this many flow-size windows (``REL_EPS × transfer time``)
 #: refuse a segment (the factor covers the round-off of the comparison).
 NEAR_FACTOR = 4.0
@@ -284,15 +287,22 @@ class SoloExchanges:
 
     @classmethod
     def build(
-        cls, protocol: Any, run: Any, rules: Any, batch: Batch | None, nbytes: float, window: float
-    ) -> SoloExchanges | None:
+        cls, protocol: Any, run: Any, rules: Any, batch: Batch | None, nbytes: float,
+        window: float, one: Callable[..., None] | None = None,
+    ) -> SoloExchanges | None:  # fmt: skip
         """The process, or None when the run needs the general path for every ring.
 
         ``rules`` is the (snapshot, apply) pair (``apply(i, j, sent, now)`` with an
         explicit time for adopted exchanges), ``batch`` the protocol's :data:`Batch`,
         ``nbytes`` the bytes of each flow, ``window`` the clocks' draw
-        (:data:`~protocols._async_net.WINDOW`)."""
-        if not ENABLED or batch is None or protocol.watcher is not None:
+        (:data:`~protocols._async_net.WINDOW`), ``one`` the ``apply`` of exchanges sent
+        as flows (default ``apply``; with a watcher, one that shows it each change)."""
+        if not ENABLED or batch is None:
+            return None
+        watcher = protocol.watcher
+        if watcher is not None and not (
+            getattr(watcher, "batches", False) and type(run.state.x) is np.ndarray
+        ):
             return None
         if int(protocol.params.max_concurrent) != 1:
             return None
@@ -301,15 +311,21 @@ class SoloExchanges:
         times = EdgeTimes.of(run.net, protocol.edges, nbytes)
         if times is None:
             return None
-        return cls(protocol, run, rules, batch, nbytes, times, window)
+        return cls(protocol, run, rules, batch, nbytes, times, window, one)
 
     def __init__(
         self, protocol: Any, run: Any, rules: Any, batch: Batch, nbytes: float, times: EdgeTimes,
-        window: float,
+        window: float, one: Callable[..., None] | None = None,
     ) -> None:  # fmt: skip
         self.env, self.net, self.present = run.env, run.net, run.present
+        self.state = run.state
         self.counters = protocol.counters
         self.snapshot, self.apply = rules
+        self.apply_one = self.apply if one is None else one
+        #: The exact-target tracker shown every exchange (:meth:`settle`), or None.
+        self.watcher = protocol.watcher
+        #: Most rings of a segment with a watcher (:data:`WATCHED_ELEMENTS`).
+        self.watched_rings = max(64, WATCHED_ELEMENTS // max(1, int(protocol.ctx.dim)))
         self.batch, self.nbytes, self.times = batch, nbytes, times
         self.ends_i_array = np.ascontiguousarray(protocol.edges[:, 0], dtype=np.intp)
         self.ends_j_array = np.ascontiguousarray(protocol.edges[:, 1], dtype=np.intp)
@@ -329,6 +345,8 @@ class SoloExchanges:
         self.level = [0] * n_peers  # a plan's wave per peer (see :meth:`plan`)
         #: Rings to plan before the next look at the run's interrupt (:data:`POLL_RINGS`).
         self.unpolled = POLL_RINGS
+        #: The last plan was refused because the watcher could take no exchange.
+        self.starved = False
 
     # -- the process ---------------------------------------------------------------------
     def process(self) -> Generator[simpy.Event, Any, None]:
@@ -349,10 +367,13 @@ class SoloExchanges:
                 self.retry -= 1
             elif self.ready():
                 plan = self.plan(edge)
+                if plan is not None and self.watcher is not None:
+                    plan = self.settle(plan, edge)
                 if plan is not None:
                     yield from self.commit(plan)
                     continue
-                self.retry = RETRY_RINGS
+                self.retry = 0 if self.starved else RETRY_RINGS
+                self.starved = False
             self.ring(edge, float(env.now))
 
     def ring(self, edge: int, now: float) -> None:
@@ -374,7 +395,7 @@ class SoloExchanges:
         """Start the exchange of ``edge`` (i, j) as two real flows now."""
         self.busy[i] += 1
         self.busy[j] += 1
-        exchange = Exchange(i, j, self.snapshot(i, j), self.apply, self.busy, self.counters)
+        exchange = Exchange(i, j, self.snapshot(i, j), self.apply_one, self.busy, self.counters)
         exchange.start_s, exchange.edge, exchange.live = now, edge, self.live
         exchange.shared = self.foreign
         send, nbytes = self.net.send, self.nbytes
@@ -437,15 +458,31 @@ class SoloExchanges:
             out.append(finish)
         return out
 
-    def plan(self, edge: int) -> Segment | None:
-        """Plan the segment that starts with the ring of ``edge`` now; None when it cannot
-        be planned (nothing changed; the ring is then handled one at a time)."""
+    def plan(
+        self, edge: int, until: float = math.inf, again: Segment | None = None
+    ) -> Segment | None:
+        """Plan the segment that starts with the ring of ``edge`` now and ends at the next
+        interfering event or ``until``, whichever comes first; None when it cannot be
+        planned (nothing changed; the ring is then handled one at a time). ``again``: a
+        segment planned from here before and undone; this one is its part before
+        ``until`` (same bounds, the interrupt not looked at)."""
         env, stream, times = self.env, self.stream, self.times
+        most, cap = SEGMENT_RINGS, SEGMENT_RINGS  # rings, exchanges
+        if again is not None:
+            cap = again.cap
+        elif self.watcher is not None:  # exchanges it can take before one must come alone
+            cap = self.watcher.room() - len(self.live)
+            if cap <= 0:  # that one is the next exchange: try again at the next ring
+                self.starved = True
+                return None
+        if self.watcher is not None:
+            most = min(most, self.watched_rings)
         start = float(env.now)
-        horizon = next_interfering(env, self._harmless)
+        horizon = min(next_interfering(env, self._harmless), until)
         if not horizon > start:
             return None
         segment = Segment()
+        segment.unpolled, segment.cap = self.unpolled, cap
         moving: list[float] = []  # finishes of the general flows still moving
         candidates: list[tuple[Exchange, float]] = []  # general exchanges ending in it
         free_at, busy = self.free_at, self.busy
@@ -462,7 +499,7 @@ class SoloExchanges:
             free_at[exchange.i] = free_at[exchange.j] = math.inf
         for exchange, end in candidates:
             free_at[exchange.i] = free_at[exchange.j] = end
-        cursor = stream.cursor()
+        cursor = segment.cursor = stream.cursor()
         present = self.present
         if present.size <= LIST_PEERS:
             present = present.tolist()
@@ -476,7 +513,7 @@ class SoloExchanges:
         n_times = len(ring_times)
         rings = absent = skipped = 0
         now = later = start
-        poll, interrupted = getattr(env, "_poll", None), False
+        poll, interrupted = getattr(env, "_poll", None) if again is None else None, False
         unpolled = self.unpolled  # rings left before the next look at the interrupt
         while True:  # the ring of ``edge`` at ``now``
             i, j = ends_i[edge], ends_j[edge]
@@ -506,7 +543,7 @@ class SoloExchanges:
             if k < n_times:
                 step = ring_times[k] - now
                 later = now + step if step > 0.0 else now
-                if later >= horizon or rings >= SEGMENT_RINGS:
+                if later >= horizon or rings >= most or len(starts) >= cap:
                     break
                 edge = picked[k]
                 k += 1
@@ -516,7 +553,7 @@ class SoloExchanges:
             while edge < 0:  # window ends until a window with rings
                 step = base + window - now
                 later = now + step if step > 0.0 else now
-                if later >= horizon or rings >= SEGMENT_RINGS:
+                if later >= horizon or rings >= most or len(starts) >= cap:
                     break
                 now, w, k = later, w + 1, 0
                 if w - first == len(windows):
@@ -527,7 +564,7 @@ class SoloExchanges:
                 if n_times:
                     step = ring_times[0] - now
                     later = now + step if step > 0.0 else now
-                    if later >= horizon or rings >= SEGMENT_RINGS:
+                    if later >= horizon or rings >= most or len(starts) >= cap:
                         break
                     edge, k, now = picked[0], 1, later
             if edge < 0:
@@ -598,18 +635,16 @@ class SoloExchanges:
         log = EXCHANGES
         for exchange, end in segment.adopted:
             exchange.adopted = True
-            self.apply(exchange.i, exchange.j, exchange.sent, end)
+            if not segment.applied:
+                self.apply(exchange.i, exchange.j, exchange.sent, end)
             if log is not None:
                 log.append((exchange.i, exchange.j, exchange.start_s, end))
         edges = np.array(segment.edges, dtype=np.intp)
         first, second = self.ends_i_array[edges], self.ends_j_array[edges]
         if fast.any():
             starts = np.array(segment.starts)
-            index = np.flatnonzero(fast)
-            waves = np.array(segment.waves, dtype=np.intp)[index]
-            order = index[np.argsort(waves, kind="stable")]
-            bounds = np.flatnonzero(np.diff(np.sort(waves))) + 1
-            self.batch(first, second, starts, ends, np.split(order, bounds))
+            if not segment.applied:
+                self.batch(first, second, starts, ends, segment_waves(segment, fast))
             if log is not None:
                 log.extend(
                     zip(
@@ -631,6 +666,92 @@ class SoloExchanges:
         self._count(first[counted:], second[counted:], fast[counted:])
         self.stream.prune()
         self.resume_at = segment.resume_at
+
+    # -- a watcher (exact targets) --------------------------------------------------------
+    def settle(self, segment: Segment, edge: int) -> Segment | None:
+        """Apply a planned segment's arithmetic and show its exchanges to the watcher, in
+        time order. When the watcher stops taking them at an exchange (a crossing, a
+        NaN: :meth:`~protocols.contract.RowWatcher.take`), the segment is undone and
+        planned again up to that exchange's time T: the exchanges from T on cross its end
+        and go out as flows, and the watcher is shown them one at a time, as without
+        segments. Returns the segment to commit (arithmetic applied unless it was planned
+        again), or None when none is left (T is now: the ring is handled one at a
+        time)."""
+        cut = self._apply_watched(segment)
+        if cut is None:
+            segment.applied = True
+            return segment
+        self._unplan(segment)
+        shorter = self.plan(edge, until=cut, again=segment)
+        if shorter is None and cut > float(self.env.now):  # the watcher took a part
+            raise AssertionError(f"segment at {self.env.now} could not be planned to {cut}")
+        return shorter
+
+    def _apply_watched(self, segment: Segment) -> float | None:
+        """Apply the adopted and fast exchanges, wave by wave, keeping each one's rows
+        after (and before, when the watcher reads them) in time order; show them to the
+        watcher. Returns None when it took them all, else the time T of the first it did
+        not take, with every row the segment touched back as it was before it (the
+        exchanges before T are applied again, by :meth:`commit`, with the same bits:
+        each one's arithmetic depends on its own rows only)."""
+        state, watcher = self.state, self.watcher
+        assert watcher is not None
+        ends = np.array(segment.ends)
+        fast = ends < segment.end
+        index = np.flatnonzero(fast)
+        edges = np.array(segment.edges, dtype=np.intp)
+        first, second = self.ends_i_array[edges], self.ends_j_array[edges]
+        n_adopted = len(segment.adopted)
+        pairs = np.empty((n_adopted + index.size, 2), dtype=np.intp)
+        for k, (exchange, _) in enumerate(segment.adopted):
+            pairs[k] = exchange.i, exchange.j
+        pairs[n_adopted:, 0], pairs[n_adopted:, 1] = first[index], second[index]
+        if not pairs.size:
+            return None
+        at = np.concatenate(([end for _, end in segment.adopted], ends[index]))
+        order = np.argsort(at, kind="stable")
+        position = np.empty(order.size, dtype=np.intp)
+        position[order] = np.arange(order.size)
+        touched = np.unique(pairs)
+        saved = state.x[touched]
+        shape = (order.size, 2, state.x.shape[1])
+        after = np.empty(shape, dtype=state.x.dtype)
+        before = np.empty(shape, dtype=state.x.dtype) if watcher.needs_before else None
+        for k, (exchange, end) in enumerate(segment.adopted):
+            rows, slot = pairs[k], position[k]
+            if before is not None:
+                before[slot] = state.x[rows]
+            self.apply(exchange.i, exchange.j, exchange.sent, end)
+            after[slot] = state.x[rows]
+        if index.size:
+            slots = np.empty(ends.size, dtype=np.intp)
+            slots[index] = position[n_adopted:]
+            starts = np.array(segment.starts)
+            for wave in segment_waves(segment, fast):
+                rows, slot = np.stack((first[wave], second[wave]), axis=1), slots[wave]
+                if before is not None:
+                    before[slot] = state.x[rows]
+                self.batch(first, second, starts, ends, [wave])
+                after[slot] = state.x[rows]
+        taken = watcher.take(pairs[order], at[order], before, after)
+        if taken == order.size:
+            return None
+        state.x[touched] = saved
+        return float(at[order[taken]])
+
+    def _unplan(self, segment: Segment) -> None:
+        """Forget a planned segment (its arithmetic undone): the process as before
+        :meth:`plan`, up to values of ``free_at`` that lie before now."""
+        busy, free_at = self.busy, self.free_at
+        for exchange, _ in segment.adopted:
+            busy[exchange.i] += 1
+            busy[exchange.j] += 1
+        for exchange in self.live:
+            free_at[exchange.i] = free_at[exchange.j] = -math.inf
+        for edge in segment.edges:
+            free_at[self.ends_i[edge]] = free_at[self.ends_j[edge]] = -math.inf
+        self.stream.restore(segment.cursor)
+        self.unpolled = segment.unpolled
 
     def _count(self, first: np.ndarray, second: np.ndarray, fast: np.ndarray) -> None:
         """Count the fast exchanges (``fast``) among planned ones with the network: both
@@ -656,3 +777,19 @@ class Segment:
         self.adopted: list[tuple[Any, float]] = []
         self.rings = self.absent = self.skipped = 0
         self.end = self.resume_at = math.inf
+        #: The ring stream's cursor and the rings left before a poll, before the plan.
+        self.cursor: tuple[int, int] = (0, 0)
+        self.unpolled = 0
+        #: Most exchanges it could plan (what the watcher could take).
+        self.cap = 0
+        #: Its arithmetic is already applied (a watcher was shown it, :meth:`SoloExchanges.settle`).
+        self.applied = False
+
+
+def segment_waves(segment: Segment, fast: np.ndarray) -> list[np.ndarray]:
+    """The fast exchanges of ``segment`` (indices where ``fast``), wave after wave."""
+    index = np.flatnonzero(fast)
+    waves = np.array(segment.waves, dtype=np.intp)[index]
+    order = index[np.argsort(waves, kind="stable")]
+    bounds = np.flatnonzero(np.diff(np.sort(waves))) + 1
+    return np.split(order, bounds)

@@ -337,9 +337,22 @@ class RowWatcher(Interface):
     one event share it; ``before`` may be None when :attr:`needs_before` is false). Only
     rows changed by the protocol's own events are reported; absent peers' A²CiD² mixing
     changes no :class:`RowValues`.
+
+    Two-row events applied ahead of time on the network clock (the closed-form exchanges,
+    only when :attr:`batches` is true): ``m = take(rows, at_s, before, after)`` with the
+    events in time order ((K, 2) peers, (K,) times, (K, 2, dim) numpy rows before and
+    after each; ``before`` may be None as above). The watcher keeps the first m; the
+    caller undoes every event at ``at_s[m]`` or later and shows those one at a time
+    (``before``/``after``, at their times), so that whatever the watcher does at that
+    event (end the run, read the state) sees the state of that instant. ``room()``: how
+    many events ``take`` can take before one must come alone anyway (a batch should be
+    no longer).
     """
 
     needs_before: bool
+
+    @property
+    def batches(self) -> bool: ...
 
     def before(self, rows: np.ndarray) -> None: ...
 
@@ -348,6 +361,12 @@ class RowWatcher(Interface):
     def wave(
         self, rows: np.ndarray, before: RowValues | None, after: RowValues, at_s: np.ndarray
     ) -> None: ...
+
+    def room(self) -> int: ...
+
+    def take(
+        self, rows: np.ndarray, at_s: np.ndarray, before: np.ndarray | None, after: np.ndarray
+    ) -> int: ...
 
 
 __all__ = [

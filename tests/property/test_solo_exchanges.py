@@ -32,7 +32,8 @@ LATENCIES = ["10 ms", "0 s", "1 ms", "150 ms"]
 @st.composite
 def workloads(draw: st.DrawFn) -> dict:
     """A small continuous-time scenario: sizes, bandwidth classes, latencies, churn of
-    every kind with every rejoin, compression, sharing and concurrency."""
+    every kind with every rejoin, compression, sharing and concurrency, exact targets
+    (a stop target on ``var`` or ``var_alive``, ``metrics.targets``) or none."""
     n = draw(st.integers(2, 20))
     name = draw(st.sampled_from(["pairwise_gossip", "a2cid2"]))
     protocol = {
@@ -84,9 +85,13 @@ def workloads(draw: st.DrawFn) -> dict:
         "stop": {
             "max_time": draw(st.sampled_from([2.0, 6.0])),
             "max_rounds": None,
-            "target_var": 0,
+            "target_var": draw(st.sampled_from([0, 0, 1e-2, 1e-4])),
+            "target_on": draw(st.sampled_from(["var", "var_alive"])),
         },
-        "metrics": {"every": draw(st.sampled_from([0.5, 1.0, 4.0]))},
+        "metrics": {
+            "every": draw(st.sampled_from([0.5, 1.0, 4.0])),
+            "targets": draw(st.sampled_from([[], [], [1e-1, 1e-3]])),
+        },
     }
 
 
@@ -245,7 +250,8 @@ def test_most_exchanges_of_a_quiet_run_are_timed_in_closed_form(monkeypatch):
     "changes",
     [
         {"protocol.max_concurrent": 2},
-        {"stop.target_var": 1e-3},  # exact targets: a watcher sees every exchange
+        # exact targets on decaying rows: the tracker takes no batches
+        {"protocol.name": "a2cid2", "stop.target_var": 1e-3},
     ],
 )
 def test_runs_the_fast_path_cannot_time_take_the_general_path(changes, monkeypatch):
@@ -270,6 +276,118 @@ def test_runs_the_fast_path_cannot_time_take_the_general_path(changes, monkeypat
     assert built[-1] is not None
     sim.run(sim.scenario_from_mapping(data, changes), seed=0)
     assert built[-1] is None
+
+
+def watched_run(name: str = "pairwise_gossip", **changes) -> dict:
+    """A quiet network run with exact targets that crosses them mid-segment."""
+    data = {
+        "name": "solo",
+        "clock": "network",
+        "peers": {"count": 24, "upload": "10 Mbit/s", "download": "100 Mbit/s", "latency": "5 ms"},
+        "vector": {"dim": 8},
+        "protocol": {"name": name, "topology": "complete", "rate": 1.0},
+        "stop": {"max_time": 30.0, "max_rounds": None, "target_var": 1e-6},
+        "metrics": {"every": 4.0, "targets": [1e-1, 1e-2, 1e-3, 1e-4]},
+    }
+    for key, value in changes.items():
+        section, field = key.split("__")
+        data.setdefault(section, {})[field] = value
+    return data
+
+
+def count_cuts(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Count the segments shown to a watcher and those it cut short."""
+    seen = {"settled": 0, "cut": 0}
+    settle = solo.SoloExchanges.settle
+
+    def counting(self, segment, edge):
+        out = settle(self, segment, edge)
+        seen["settled"] += 1
+        seen["cut"] += out is not segment
+        return out
+
+    monkeypatch.setattr(solo.SoloExchanges, "settle", counting)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"stop__target_on": "var_alive"},
+        # events do not keep the sum (a coarser target: the wire's error floors var)
+        {"protocol__compression": "uniform8", "stop__target_var": 1e-3},
+        {"vector__dtype": "float32"},
+        {
+            "churn__model": "exponential",
+            "churn__mtbf": 6.0,
+            "churn__mttr": 0.5,
+            "churn__rejoin": "keep",
+            "stop__target_on": "var_alive",
+        },
+    ],
+)
+def test_exact_targets_are_timed_with_segments(changes, monkeypatch):
+    """With the tracker watching, segments are applied and shown to it; it stops taking
+    them at each crossing and resync, the rest goes out as flows: the crossings, the
+    stop instant and everything else are the general path's, bit for bit."""
+    data = watched_run(**changes)
+    seen = count_cuts(monkeypatch)
+    general, fast, applied = run_both(data, 1, monkeypatch)
+    assert_same(general, fast)
+    summary = fast[0].summary
+    assert summary["stop_reason"] == "target"
+    assert summary["time_to_target_s"] < 30.0
+    assert summary["time_to_1e-02_s"] is not None
+    assert applied > len(fast[1]) / 2  # most exchanges timed in closed form
+    assert seen["cut"] >= 5  # four metrics.targets, the stop target, resyncs
+
+
+def test_batched_events_give_the_trackers_sums_of_one_at_a_time(monkeypatch):
+    """The tracker's variance after every exchange (its trace) is the same, bit for bit,
+    whether the exchanges came one at a time or in segments; with resyncs every few
+    events (the rule moved down to 1 event per peer) and the variance's fall rule."""
+    import sim.engine.observe.segments as segments
+    import sim.engine.observe.tracker as tracker_module
+    from sim.engine.observe.tracker import Tracker
+
+    for module in (segments, tracker_module):
+        monkeypatch.setattr(module, "EVENTS_PER_PEER", 1)
+    traces: list = []
+    resync = Tracker.resync
+
+    def tracing(self, time_s=None):
+        if self.trace is None:
+            self.trace = []
+            traces.append(self.trace)
+        resync(self, time_s)
+
+    monkeypatch.setattr(Tracker, "resync", tracing)
+    data = watched_run(protocol__compression="fp16", stop__target_on="var_alive")
+    seen = count_cuts(monkeypatch)
+    general, fast, applied = run_both(data, 2, monkeypatch)
+    assert_same(general, fast)
+    assert len(traces) == 2
+    assert traces[0] == traces[1]
+    assert len(traces[0]) == 2 * len(fast[1])  # var and var_alive after every exchange
+    assert applied > 0
+    assert seen["settled"] > 10
+
+
+def test_a_crossing_at_a_segments_first_exchange_goes_one_ring_at_a_time(monkeypatch):
+    """A watcher that takes nothing: every segment is undone and planned again up to its
+    first exchange (none when that one completes at once), and the run is the general
+    path's."""
+    from sim.engine.observe.tracker import Tracker
+
+    monkeypatch.setattr(Tracker, "take", lambda self, rows, *rest: 0)
+    data = watched_run(stop__max_time=6.0, peers__latency="0 s")
+    seen = count_cuts(monkeypatch)
+    general, fast, applied = run_both(data, 0, monkeypatch)
+    assert_same(general, fast)
+    assert applied == 0
+    assert seen["settled"] > 0
+    assert seen["cut"] == seen["settled"]
 
 
 def test_a_shared_link_on_a_route_takes_the_general_path():

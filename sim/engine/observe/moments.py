@@ -32,14 +32,17 @@ def rowdot(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", u, v)
 
 
-#: Vectors longer than this are multiplied with einsum (BLAS may start threads on long
-#: ones, and sweep workers would oversubscribe the cores).
-SHORT = 4096
-
-
 def dot(u: np.ndarray, v: np.ndarray) -> float:
-    """u·v of two vectors."""
-    return float(u.dot(v)) if u.size <= SHORT else float(np.einsum("i,i->", u, v))
+    """u·v of two vectors, as :func:`rowdots` computes it for each row of a matrix (the
+    tracker's events one at a time and in batches give the same bits)."""
+    return float(np.multiply(u, v).sum())
+
+
+def rowdots(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Σ_j u_ij·v_ij per row, each row summed as :func:`dot` sums a vector (numpy's
+    pairwise sum over the contiguous last axis): a row's value does not depend on the
+    other rows nor on how many there are, unlike :func:`rowdot`."""
+    return np.multiply(u, v).sum(axis=-1)
 
 
 @dataclass
@@ -184,10 +187,10 @@ class Norms:
         centred = a - self.p
         aa = self.aa
         if b is None or self.q is None or self.ab is None or self.bb is None:
-            gram = centred.dot(centred.T).tolist()
+            norms = rowdots(centred, centred).tolist()  # as a batch of events computes them
             d_aa = 0.0
             for slot, r in enumerate(rows):
-                value = gram[slot][slot]
+                value = norms[slot]
                 d_aa += value - aa.item(r)
                 aa[r] = value
             return d_aa, 0.0, 0.0

@@ -7,9 +7,11 @@ and, while ``var_alive`` has a threshold left, of the present ones, updated at:
 - the protocol's own events (continuous-time protocols, through
   :class:`~protocols.contract.RowWatcher`): ``before``/``after`` one at a time on the network
   clock; ``wave`` in batches on the rounds clock, replayed in time order at the round's
-  end (:mod:`sim.engine.observe.replay`). O(dim) per event: the rows after the change, their
-  centred norms against the cached ones (:class:`~sim.engine.observe.moments.Norms`), and the
-  rows before it only when events do not keep the sum of the estimates;
+  end (:mod:`sim.engine.observe.replay`); ``take`` for a batch of them in time order on
+  the network clock (:mod:`sim.engine.observe.segments`: the closed-form exchanges).
+  O(dim) per event: the rows after the change, their centred norms against the cached
+  ones (:class:`~sim.engine.observe.moments.Norms`), and the rows before it only when
+  events do not keep the sum of the estimates;
 - churn (:meth:`Tracker.change`): peers preempted, restored, joining or leaving, and
   rows a rejoin rewrites (any protocol).
 
@@ -39,19 +41,20 @@ from sim.core.backend import to_numpy
 from sim.engine.observe.decaying import Decaying
 from sim.engine.observe.moments import Moments, Norms, moments_of
 from sim.engine.observe.replay import Batched, Replay
+from sim.engine.observe.segments import DROP, EVENTS_PER_PEER, Segmented
 from sim.engine.observe.targets import Targets
 
 #: Float64 elements read at a time by a resync.
 BLOCK_ELEMENTS = 4 * 1024 * 1024
-#: Resync after this many events per peer, or once the variance fell by this factor.
-EVENTS_PER_PEER, DROP = 4, 16.0
+#: Resync after EVENTS_PER_PEER events per peer, or once the variance fell by DROP
+#: (defined with the batches, :mod:`sim.engine.observe.segments`, which follow the rule).
 
 Masks = Callable[[], tuple[np.ndarray, np.ndarray]]  # (exists, present) now
 Now = Callable[[], tuple[int, float]]  # (round, time_s) of a change now
 Rows = tuple[np.ndarray, np.ndarray | None]  # (a, b) float64 rows
 
 
-class Tracker(Decaying, Batched):
+class Tracker(Decaying, Batched, Segmented):
     """Moments of the existing and present peers' estimates, current at every change.
 
     Parameters
