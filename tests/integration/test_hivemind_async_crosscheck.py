@@ -192,10 +192,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.integration.hivemind_env import HIVEMIND_PYTHON, ROOT, hivemind_available
+
 pytestmark = pytest.mark.crosscheck
 
-ROOT = Path(__file__).resolve().parents[2]
-HIVEMIND_PYTHON = ROOT / ".venv-hivemind" / "bin" / "python"
 RUNNER = Path(__file__).with_name("hivemind_async_runner.py")
 #: a finished run to reuse instead of running hivemind (it must hold the same problem)
 REUSE_ENV = "AVSIM_HIVEMIND_ASYNC_RUN"
@@ -546,23 +546,6 @@ def overhead_samples(run: dict[str, Any], matchmaking_latency_s: float, route_s:
 
 
 # -- the runs --------------------------------------------------------------------------------
-
-
-def hivemind_available() -> str | None:
-    """None when hivemind can be used, else why not."""
-    try:
-        probe = subprocess.run(
-            [str(HIVEMIND_PYTHON), "-c", "import hivemind"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"{HIVEMIND_PYTHON} cannot run ({error}); `make crosscheck` installs hivemind"
-    if probe.returncode != 0:
-        last = probe.stderr.strip().splitlines()[-1:] or ["no output"]
-        return f"hivemind is not importable by {HIVEMIND_PYTHON}: {last[0]}"
-    return None
 
 
 def async_missing() -> str | None:

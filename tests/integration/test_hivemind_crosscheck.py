@@ -32,31 +32,13 @@ import pytest
 
 from protocols.contract import Context, State
 from protocols.moshpit import Moshpit, MoshpitParams
+from tests.integration.hivemind_env import HIVEMIND_PYTHON, hivemind_available
 
 pytestmark = pytest.mark.crosscheck
 
-ROOT = Path(__file__).resolve().parents[2]
-HIVEMIND_PYTHON = ROOT / ".venv-hivemind" / "bin" / "python"
 RUNNER = Path(__file__).with_name("hivemind_runner.py")
 N_PEERS, SIZE, DIMS, DIM, ROUNDS = 8, 2, 3, 16, 3
 RTOL = ATOL = 1e-6
-
-
-def hivemind_available() -> str | None:
-    """None when hivemind can be used, else why not."""
-    try:
-        probe = subprocess.run(
-            [str(HIVEMIND_PYTHON), "-c", "import hivemind"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"{HIVEMIND_PYTHON} cannot run ({error}); `make crosscheck` installs hivemind"
-    if probe.returncode != 0:
-        last = probe.stderr.strip().splitlines()[-1:] or ["no output"]
-        return f"hivemind is not importable by {HIVEMIND_PYTHON}: {last[0]}"
-    return None
 
 
 def initial_vectors() -> np.ndarray:
