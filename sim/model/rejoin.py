@@ -67,10 +67,13 @@ class NetworkRejoin:
     ``fetch`` it first downloads the full vector (its size on the wire,
     ``vector.wire_bytes``) from a random present peer and becomes
     present (with that vector, as it was when the download completed) only then. If the
-    source is preempted mid-download, it retries at once from another present peer, or
-    after ``retry_s`` when nobody is present. If the peer itself is preempted again
-    before its download completed, the download is abandoned: it stays absent until its
-    next restore, which fetches anew.
+    source is preempted mid-download, it retries at once from another present peer.
+    With nobody present to fetch from (at its return, or when its source fails), the
+    peer joins at once with its own vector, as with ``keep``: hivemind's
+    ``load_state_from_peers`` finds no peer and the averager goes on with its local
+    state, and the rounds clock's :class:`Rejoin` does the same. If the peer itself is
+    preempted again before its download completed, the download is abandoned: it stays
+    absent until its next restore, which fetches anew.
 
     :meth:`restore` is called at a later instant than the peer's preemption (churn
     schedules never bring a peer back within the instant it went down), so every
@@ -83,13 +86,15 @@ class NetworkRejoin:
         self.clock, self.state = clock, state
         #: A fetch downloads one whole vector as it travels (``vector.wire_bytes``).
         self.vector_bytes = float(scenario.vector.wire_size)
-        self.retry_s = 1.0
 
     def restore(self, peers: np.ndarray) -> None:
         """Churn callback: ``peers`` are back now."""
         if self.mode == "reset":
             reset_rows(self.state, peers, fresh_rows(self.vector, peers.size, self.rng))
         if self.mode != "fetch":
+            self.clock.arrive(peers)
+            return
+        if not self.clock.present.any():  # nobody to fetch from: they all keep theirs
             self.clock.arrive(peers)
             return
         for peer in peers.tolist():
@@ -101,9 +106,8 @@ class NetworkRejoin:
         if self.clock.preemptions[peer] != since:
             return
         sources = np.flatnonzero(self.clock.present)
-        env = self.clock.env
-        if sources.size == 0:
-            env.timeout(self.retry_s).callbacks.append(lambda _e: self._fetch(peer, since))
+        if sources.size == 0:  # nobody to fetch from (its source failed): keep its own
+            self.clock.arrive(np.array([peer]))
             return
         source = int(sources[self.rng.integers(sources.size)])
         flow = self.clock.net.send(source, peer, self.vector_bytes)
