@@ -7,6 +7,7 @@ in as arrays), no I/O, no loop over peers.
 | kernel | what it computes |
 | --- | --- |
 | :func:`logistic_grad` | multinomial logistic gradients of P peers on (P, B) samples each |
+| :func:`logistic_grad_gather` | the same on ``table[index]``, gathered in cache-sized blocks |
 | :func:`logistic_losses` | the same peers' losses |
 | :func:`softmax_residual` | per-sample softmax(z) − onehot(y), classes on axis 1 |
 | :func:`predict` | argmax class of one model on (N, F) samples |
@@ -17,7 +18,9 @@ A logistic model is a row of ``C·F`` parameters: the (C, F) weight matrix, clas
 (row c holds class c's weights), whose last feature column multiplies the constant
 feature 1 (the bias). Logits are laid out (P, C, B), classes before samples, so that the
 softmax reduces over a middle axis and both products read the (P, B, F) samples as
-they were gathered.
+they were gathered. numpy arrays take :mod:`sim.kernels.logistic_np` (in place, logits
+stored classes first, samples gathered in cache-sized blocks): the same values, bit
+for bit.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from sim.kernels._xp import is_numpy, namespace
+from sim.kernels import logistic_np
+from sim.kernels._xp import is_numpy, namespace, take_rows
 
 
 def _logits(w: Any, features: Any) -> Any:
@@ -35,26 +39,13 @@ def _logits(w: Any, features: Any) -> Any:
     return xp.matmul(w, xp.matrix_transpose(features))
 
 
-#: Largest spread of all logits for which one common shift is safe: e^(−span) stays a
-#: normal number, so no sample's exponentials all underflow (float64, float32).
-SHIFT_SPAN = {np.dtype(np.float64): 690.0, np.dtype(np.float32): 80.0}
-
-
 def _shifted(logits: Any) -> Any:
-    """``logits`` less each sample's largest (numpy: in place).
-
-    numpy: less the largest logit of all when all lie within :data:`SHIFT_SPAN` (two
-    whole-array reductions instead of one per sample; softmax is shift-invariant, so
-    only round-off differs), each sample's largest otherwise.
-    """
-    xp = namespace(logits)
+    """``logits`` less each sample's largest (numpy: in place, less the largest of all
+    when all lie within :data:`~sim.kernels.logistic_np.SHIFT_SPAN`: only round-off
+    differs, softmax being shift-invariant)."""
     if is_numpy(logits):
-        top, span = logits.max(initial=-np.inf), SHIFT_SPAN.get(logits.dtype, 0.0)
-        if top - logits.min(initial=np.inf) <= span:
-            logits -= top
-        else:
-            logits -= logits.max(axis=1, keepdims=True)
-        return logits
+        return logistic_np.shift(logits, 1)
+    xp = namespace(logits)
     return logits - xp.max(logits, axis=1, keepdims=True)
 
 
@@ -109,19 +100,57 @@ def logistic_grad(w: Any, features: Any, labels: Any, weights: Any) -> Any:
     -----
     Two batched matrix products over (P, B, F) and a softmax over (P, C, B): every
     peer's minibatch gradient in a handful of array operations, no loop over peers.
+    numpy runs :func:`sim.kernels.logistic_np.grad` (in place, the same values).
     """
+    if is_numpy(w) and is_numpy(features):
+        return logistic_np.grad(w, features, labels, weights)
     xp = namespace(w)
     logits = _logits(w, features)
-    if is_numpy(logits):  # a·(softmax − onehot) = e·(a/Σe) − a·onehot, in place
-        exp = np.exp(_shifted(logits), out=logits)
-        weight = weights[:, None, :]
-        exp *= weight / exp.sum(axis=1, keepdims=True)
-        n_peers, classes, batch = exp.shape
-        at = (np.arange(n_peers)[:, None] * classes + labels) * batch + np.arange(batch)
-        exp.reshape(-1)[at.reshape(-1)] -= weights.reshape(-1)  # one sample per index
-        return np.matmul(exp, features)
     residual = softmax_residual(logits, labels) * xp.expand_dims(weights, axis=1)
     return xp.matmul(residual, features)
+
+
+def logistic_grad_gather(w: Any, table: Any, table_labels: Any, index: np.ndarray, weights: Any,
+                         add_to: Any = None) -> Any:  # fmt: skip
+    """:func:`logistic_grad` of the samples ``table[index]``, bit for bit, gathered in
+    cache-sized blocks.
+
+    Parameters
+    ----------
+    w
+        (P, C, F) floating weight matrices.
+    table, table_labels
+        (N, F) samples, ``w``'s dtype, and their (N,) integer classes.
+    index
+        (P, B) host integers in 0 … N−1: each peer's samples.
+    weights
+        (P, B), ``w``'s dtype: each sample's weight.
+    add_to
+        None, or a (P, C, F) array that the gradients are added to (numpy: in place).
+
+    Returns
+    -------
+    grads
+        (P, C, F) gradients, or ``add_to`` plus them.
+
+    Notes
+    -----
+    numpy (:func:`sim.kernels.logistic_np.grad_gather`): the samples are gathered in
+    cache-sized blocks, each peer's two products are the BLAS calls of
+    :func:`logistic_grad` and the softmax runs once over all P peers' logits (one
+    common shift), so the values equal ``logistic_grad(w, table[index], …)`` exactly;
+    ``add_to`` may share memory with ``w``. Other backends gather once and call
+    :func:`logistic_grad`.
+    """
+    if not is_numpy(w):
+        n_peers, batch = index.shape
+        flat = np.asarray(index).reshape(-1)
+        xp = namespace(w)
+        features = xp.reshape(take_rows(xp, table, flat), (n_peers, batch, table.shape[1]))
+        labels = xp.reshape(take_rows(xp, table_labels, flat), (n_peers, batch))
+        grads = logistic_grad(w, features, labels, weights)
+        return grads if add_to is None else add_to + grads
+    return logistic_np.grad_gather(w, table, table_labels, np.asarray(index), weights, add_to)
 
 
 def logistic_losses(w: Any, features: Any, labels: Any, weights: Any) -> Any:
@@ -166,6 +195,7 @@ def quadratic_losses(x: Any, hessian: Any, optima: Any) -> Any:
 
 __all__ = [
     "logistic_grad",
+    "logistic_grad_gather",
     "logistic_losses",
     "predict",
     "quadratic_grad",

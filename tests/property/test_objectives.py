@@ -2,7 +2,7 @@
 
 - the batched gradients equal each peer's central finite differences of its own loss;
 - numpy and ``array_api_strict`` give the same numbers, to within the round-off of
-  two summation orders (a bound from the logits' magnitudes);
+  two summation orders (a bound from the logits' magnitudes), gathered or not;
 - below the step size 1/L (L from :meth:`~sim.model.training.problems.Problem.
   smoothness`) the loss never turns NaN, and full-batch gradient descent on the average
   objective (all_reduce after every step) never increases it.
@@ -19,6 +19,7 @@ import sim
 from sim.engine.schedules import engine_for
 from sim.kernels.objectives import (
     logistic_grad,
+    logistic_grad_gather,
     logistic_losses,
     predict,
     quadratic_grad,
@@ -82,6 +83,27 @@ def test_logistic_kernels_are_the_same_on_numpy_and_array_api_strict(batch):
     assert np.all(loss_gap <= loss_bound)
     np.testing.assert_array_equal(np.asarray(predict(strict[0][0, ...], strict[1][0, ...])),
                                   predict(w[0], x[0]))  # fmt: skip
+
+
+@given(logistic_batches(), st.integers(1, 8), st.integers(0, 2**32 - 1))
+def test_gathered_gradients_are_the_same_on_numpy_and_array_api_strict(batch, n, seed):
+    """:func:`logistic_grad_gather` (numpy: blocked, in place) against array_api_strict
+    (one gather, then :func:`logistic_grad`), with and without ``add_to``."""
+    w, _, _, a = batch
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((n, w.shape[2]))
+    labels = rng.integers(0, w.shape[1], n)
+    index = rng.integers(0, n, a.shape)
+    grad_bound = round_off_bounds(w, table[index], a)[1]
+    on_numpy = logistic_grad_gather(w, table, labels, index, a)
+    strict = [xps.asarray(v) for v in (w, table, labels)]
+    on_strict = logistic_grad_gather(*strict, index, xps.asarray(a))
+    assert np.all(np.abs(np.asarray(on_strict) - on_numpy) <= grad_bound)
+    start = rng.standard_normal(w.shape)
+    added = logistic_grad_gather(*strict, index, xps.asarray(a), add_to=xps.asarray(start))
+    expected = start + on_numpy  # plus the two additions' rounding, ≤ ε·|sum| each
+    slack = 2 * np.finfo(np.float64).eps * (np.abs(expected) + grad_bound)
+    assert np.all(np.abs(np.asarray(added) - expected) <= grad_bound + slack)
 
 
 @given(st.integers(1, 4), st.integers(1, 6), st.integers(0, 2**32 - 1))

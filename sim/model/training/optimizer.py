@@ -77,18 +77,33 @@ class SgdState:
 
     def update(self, z: Any, g: Any, rows: np.ndarray) -> Any:
         """The step −γ(t_i)·d_i of peers ``rows`` (k distinct) at models ``z`` with
-        stochastic gradients ``g`` (both (k, dim)); advances their buffers and counts."""
-        sgd, xp = self.sgd, namespace(z)
+        stochastic gradients ``g`` (both (k, dim), neither changed); advances their
+        buffers and counts. numpy: the temporaries are updated in place (the values
+        are the same, bit for bit)."""
+        sgd, own = self.sgd, bool(self.sgd.weight_decay)  # own: d is a temporary of ours
         if sgd.weight_decay:
-            g = g + sgd.weight_decay * z
+            g = _plus(sgd.weight_decay * z, g)
         d = g
         if self.buffer is not None:
-            every = rows.size == self.n
-            b = self.buffer if every else take_rows(xp, self.buffer, rows)
-            b = sgd.momentum * b + g
-            self.buffer = b if every else put_rows(self.buffer, rows, b)
-            d = g + sgd.momentum * b if sgd.nesterov else b
-        return scaled(d, -self.rates(rows))
+            b = self._momentum(g, rows)
+            d, own = (_plus(sgd.momentum * b, g), True) if sgd.nesterov else (b, False)
+        return scaled(d, -self.rates(rows), in_place=own)
+
+    def _momentum(self, g: Any, rows: np.ndarray) -> Any:
+        """b_i ← μ·b_i + g_i for peers ``rows``; their new buffers (the state's own
+        array when every peer steps: not to be changed)."""
+        xp, mu, buffer = namespace(g), self.sgd.momentum, self.buffer
+        assert buffer is not None  # momentum > 0
+        if rows.size < self.n:
+            b = _plus(mu * take_rows(xp, buffer, rows), g)
+            self.buffer = put_rows(buffer, rows, b)
+            return b
+        if type(buffer) is np.ndarray:
+            buffer *= mu
+            buffer += g
+        else:
+            self.buffer = buffer = mu * buffer + g
+        return buffer
 
     def forget(self, rows: np.ndarray) -> None:
         """Peers ``rows`` restart their momentum (a rejoin that replaced their model)."""
@@ -98,12 +113,22 @@ class SgdState:
             self.buffer = put_rows(self.buffer, rows, zeros)
 
 
-def scaled(d: Any, factors: np.ndarray) -> Any:
+def scaled(d: Any, factors: np.ndarray, in_place: bool = False) -> Any:
     """Each row of ``d`` ((k, dim)) times its factor ((k,) host): one scalar when they
-    are equal."""
-    if np.all(factors == factors[0]):
-        return float(factors[0]) * d
-    return column(namespace(d), d, factors) * d
+    are equal; ``in_place``: ``d`` may be overwritten (numpy)."""
+    factor = float(factors[0]) if np.all(factors == factors[0]) else None
+    if in_place and type(d) is np.ndarray:
+        d *= factor if factor is not None else column(np, d, factors)
+        return d
+    return factor * d if factor is not None else column(namespace(d), d, factors) * d
+
+
+def _plus(t: Any, g: Any) -> Any:
+    """``t + g`` for a temporary ``t`` (numpy: added in place)."""
+    if type(t) is np.ndarray:
+        t += g
+        return t
+    return t + g
 
 
 __all__ = ["SgdState", "lr_factor", "scaled"]

@@ -10,14 +10,16 @@ metrics in float64.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
 
-from sim.kernels._xp import GATHER_ELEMENTS, namespace, take_rows
+from sim.kernels._xp import GATHER_ELEMENTS, is_numpy, namespace, take_rows
 from sim.kernels.objectives import (
-    logistic_grad,
+    logistic_grad_gather,
     logistic_losses,
     predict,
     quadratic_grad,
@@ -40,6 +42,13 @@ class Problem(ABC):
     def gradients(self, z: Any, rows: np.ndarray, scale: np.ndarray | None = None) -> Any:
         """(k, dim) stochastic gradients of peers ``rows`` (k distinct) at models ``z``,
         each times its ``scale`` ((k,) host) when given."""
+
+    def add_gradients(self, into: Any, z: Any, rows: np.ndarray,
+                      scale: np.ndarray | None = None) -> None:  # fmt: skip
+        """``into += gradients(z, rows, scale)``, in place: ``into`` is (k, dim) and may
+        be ``z`` itself (models are read before their gradients are added); the values
+        are those of the two steps, bit for bit."""
+        into += self.gradients(z, rows, scale)
 
     @abstractmethod
     def loss(self, mean: Any) -> float:
@@ -152,40 +161,55 @@ class Logistic(Problem):
         """(k, C, F) weight matrices of (k, C·F) model rows (class-major)."""
         return self.xp.reshape(z, (z.shape[0], self.classes, self.features))
 
-    def _batch(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(k, B) sample indices and weights of the peers' next gradients."""
-        if self.batch is None:
-            return self.layout.padded(rows)
-        index = self.layout.draw(self.rng, rows, self.batch)
-        return index, np.full(index.shape, 1.0 / self.batch)
-
     def gradients(self, z: Any, rows: np.ndarray, scale: np.ndarray | None = None) -> Any:
-        index, weights = self._batch(rows)
-        if scale is not None:  # the gradient is linear in the samples' weights
-            weights = weights * scale[:, None]
+        index, weights = self._batch(rows, scale)
         blocks = _blocks(rows.size, index.shape[1] * self.features)
-        grads = [self._block_grads(z[a:b, ...], index[a:b], weights[a:b]) for a, b in blocks]
+        with self._threads():
+            grads = [self._block_grads(z[a:b, ...], index[a:b], weights[a:b]) for a, b in blocks]
         return grads[0] if len(grads) == 1 else self.xp.concat(grads, axis=0)
 
-    def _block_grads(self, z: Any, index: np.ndarray, weights: np.ndarray) -> Any:
-        xp, (k, m) = self.xp, index.shape
-        flat = index.reshape(-1)
-        features = xp.reshape(take_rows(xp, self.x, flat), (k, m, self.features))
-        labels = xp.reshape(take_rows(xp, self.y, flat), (k, m))
-        w = xp.asarray(weights, dtype=z.dtype)
-        grads = logistic_grad(self._shape(z), features, labels, w)
-        return xp.reshape(grads, (k, self.features * self.classes))
+    def add_gradients(self, into: Any, z: Any, rows: np.ndarray,
+                      scale: np.ndarray | None = None) -> None:  # fmt: skip
+        if not (is_numpy(into) and into.flags.c_contiguous):  # else views could be copies
+            super().add_gradients(into, z, rows, scale)
+            return
+        index, weights = self._batch(rows, scale)
+        with self._threads():
+            for a, b in _blocks(rows.size, index.shape[1] * self.features):  # z[a:b] read first
+                self._block_grads(z[a:b, ...], index[a:b], weights[a:b], self._shape(into[a:b]))
+
+    def _batch(self, rows: np.ndarray, scale: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(k, B) sample indices and weights of the peers' next gradients (the weights
+        times ``scale``: the gradient is linear in them)."""
+        if self.batch is None:
+            index, weights = self.layout.padded(rows)
+        else:
+            index = self.layout.draw(self.rng, rows, self.batch)
+            weights = np.full(index.shape, 1.0 / self.batch)
+        return index, weights if scale is None else weights * scale[:, None]
+
+    def _block_grads(self, z: Any, index: np.ndarray, weights: np.ndarray,
+                     add_to: Any = None) -> Any:  # fmt: skip
+        """(k, dim) gradients of one block of peers (or ``add_to`` plus them)."""
+        w = self.xp.asarray(weights, dtype=z.dtype)
+        grads = logistic_grad_gather(self._shape(z), self.x, self.y, index, w, add_to)
+        return self.xp.reshape(grads, (index.shape[0], self.features * self.classes))
 
     def loss(self, mean: Any) -> float:
         w = self.xp.reshape(mean, (1, self.classes, self.features))
         total = 0.0
-        for a, b in _blocks(self.x64.shape[0], self.features + self.classes):
-            features, labels = self.x64[None, a:b, :], self.y[None, a:b]
-            weights = self.weights64[None, a:b]
-            total += float(logistic_losses(w, features, labels, weights)[0])
+        with self._threads():
+            for a, b in _blocks(self.x64.shape[0], self.features + self.classes):
+                features, labels = self.x64[None, a:b, :], self.y[None, a:b]
+                weights = self.weights64[None, a:b]
+                total += float(logistic_losses(w, features, labels, weights)[0])
         return total
 
     def local_losses(self, models: Any, rows: np.ndarray) -> float:
+        with self._threads():
+            return self._local_losses(models, rows)
+
+    def _local_losses(self, models: Any, rows: np.ndarray) -> float:
         xp, total = self.xp, 0.0
         index, weights = self.layout.padded(rows)
         for a, b in _blocks(rows.size, index.shape[1] * self.features):
@@ -199,12 +223,38 @@ class Logistic(Problem):
 
     def evaluate(self, mean: Any, loss: float) -> tuple[float, ...]:
         w = self.xp.reshape(mean, (self.classes, self.features))
-        right = predict(w, self.x_test) == self.y_test
+        with self._threads():
+            right = predict(w, self.x_test) == self.y_test
         return (float(self.xp.mean(self.xp.astype(right, self.xp.float64))),)
+
+    def _threads(self) -> contextlib.AbstractContextManager[Any]:
+        """numpy: :func:`one_blas_thread`; other backends: nothing."""
+        return one_blas_thread() if is_numpy(self.x) else contextlib.nullcontext()
 
     def smoothness(self) -> float:
         """½ max_j ‖a_j‖²: the softmax Hessian is at most ½ in norm per sample."""
         return self.max_norm2 / 2
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+    """A context in which numpy's BLAS runs on one thread.
+
+    The logistic products are many small ones (C × B by F per peer) or a few of C × N by
+    F: too small for a second thread to pay off, and on a busy machine each call then
+    waits milliseconds for it (``scenarios/training_logistic.yaml``: 1.05 s with two
+    threads, 0.18 s with one, at load 8 on 2 cores; F(x̄) was 60 % of the run). Each
+    output element is the same sum either way (OpenBLAS splits the output, not the
+    inner dimension): the tests compare the results bit for bit.
+    """
+    return _blas_pools().limit(limits=1, user_api="blas")
+
+
+@functools.cache
+def _blas_pools() -> Any:
+    """The BLAS thread pools loaded with numpy (threadpoolctl), found once."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def _blocks(count: int, elements_each: int) -> list[tuple[int, int]]:

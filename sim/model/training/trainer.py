@@ -33,7 +33,7 @@ import numpy as np
 from protocols.base import Protocol
 from protocols.contract import State
 from sim.core.errors import SimulationError
-from sim.kernels._xp import namespace, take_rows
+from sim.kernels._xp import is_numpy, namespace, take_rows
 from sim.kernels.mixing import put_rows
 from sim.model.rejoin import reset_rows
 from sim.model.training.optimizer import SgdState
@@ -93,13 +93,24 @@ class Trainer:
 
     def steps(self, state: State, rows: np.ndarray, k: int) -> None:
         """Peers ``rows`` ((m,) distinct, sorted) take ``k`` gradient steps each."""
+        fused = self._fused(state, rows)
         for _ in range(k if rows.size else 0):
             z = self.models(state, rows)
+            if fused:  # x += −γ·g, the product adding into x as it goes
+                self.problem.add_gradients(state.x, z, rows, -self.sgd.rates(rows))
+                continue
             if self.sgd.plain:  # −γ·g: the gradient with its samples weighted by −γ
                 update = self.problem.gradients(z, rows, -self.sgd.rates(rows))
             else:
                 update = self.sgd.update(z, self.problem.gradients(z, rows), rows)
             self._move(state, rows, update)
+
+    def _fused(self, state: State, rows: np.ndarray) -> bool:
+        """Whether a step of peers ``rows`` may add its update straight into the numpy
+        ``state.x`` (every peer steps, plain SGD, the model is x, no protocol arrays):
+        the values of the general path, bit for bit, without its (n, dim) temporaries."""
+        every = rows.size == state.x.shape[0]
+        return every and self.sgd.plain and self._plain and not state.extra and is_numpy(state.x)
 
     def models(self, state: State, rows: np.ndarray) -> Any:
         """(m, dim) models of peers ``rows``: their estimates, in the state's dtype."""
