@@ -8,7 +8,7 @@ SCENARIO ?= scenarios/quickstart.yaml
 HIVEMIND_VENV := .venv-hivemind
 HIVEMIND_PIP := $(HIVEMIND_VENV)/bin/python -m pip install --quiet
 
-.PHONY: run test test-fast fuzz lint bench crosscheck golden notebooks clean
+.PHONY: run test test-fast fuzz lint bench bench-report bench-scaling crosscheck golden notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# issue 13's figures from one run, as a table with their targets (also in results/bench.json)
+bench-report: $(STAMP)
+	$(BIN)/python -m bench report
+
+# the full scaling table (N up to 10^5 gossip peers, 4096 Moshpit peers: tens of minutes)
+bench-scaling: $(STAMP)
+	$(BIN)/python -m bench.bench_scaling full
 
 golden: $(STAMP)
 	$(BIN)/python -m tests.golden.regenerate

@@ -75,7 +75,7 @@ in Decentralized Deep Learning", NeurIPS 2023.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from functools import cached_property
 from typing import Any, Literal
 
@@ -376,6 +376,20 @@ class A2cid2(EdgeClockProtocol):
         tilde[pairs:] += kick_j
         scatter_rows(x, rows, ends)
         scatter_rows(x_tilde, rows, tilde)
+
+    def save_rows(self, state: State, rows: np.ndarray) -> Callable[[], None]:
+        """A function that puts peers ``rows`` (numpy state) back as they are now: x, x̃
+        and their last mixing times (a closed-form segment undone,
+        :mod:`protocols._solo_exchanges`)."""
+        x, x_tilde = state.x[rows], state.extra["x_tilde"][rows]
+        last = self.last[rows]
+
+        def restore() -> None:
+            state.x[rows] = x
+            state.extra["x_tilde"][rows] = x_tilde
+            self.last[rows] = last
+
+        return restore
 
     def sync_rows(self, state: State, rows: np.ndarray, now: float) -> None:
         """Bring peers ``rows`` forward to ``now`` (a fetch then copies the source as of

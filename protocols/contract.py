@@ -346,7 +346,10 @@ class RowWatcher(Interface):
     (``before``/``after``, at their times), so that whatever the watcher does at that
     event (end the run, read the state) sees the state of that instant. ``room()``: how
     many events ``take`` can take before one must come alone anyway (a batch should be
-    no longer).
+    no longer). Rows that decay between events (``decay_rate`` > 0, events that keep the
+    sum) come as their :class:`RowValues` right after each event: ``after`` holds a and
+    ``decay`` d (float64; ``since`` is the event's time); the watcher may then set a timer
+    (a predicted crossing) that the caller must not apply events past.
     """
 
     needs_before: bool
@@ -365,8 +368,9 @@ class RowWatcher(Interface):
     def room(self) -> int: ...
 
     def take(
-        self, rows: np.ndarray, at_s: np.ndarray, before: np.ndarray | None, after: np.ndarray
-    ) -> int: ...
+        self, rows: np.ndarray, at_s: np.ndarray, before: np.ndarray | None, after: np.ndarray,
+        decay: np.ndarray | None = None,
+    ) -> int: ...  # fmt: skip
 
 
 __all__ = [

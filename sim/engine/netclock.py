@@ -7,9 +7,10 @@ every flow opening that gate has ended, a flow ``after`` another once that one h
 (and fails at once if it failed), see :class:`protocols.contract.Flows`. A flow to or
 from a peer that is absent when it should start fails after the route latency (a
 refused connection) and moves no bytes; a flow in progress fails the instant either end
-is preempted, or when its ``timeout_s`` runs out. The round ends when every flow has
-ended; peers preempted at any moment of the round count as lost and take no part in its
-arithmetic.
+is preempted, or when its ``timeout_s`` runs out (one whose last byte arrives at that
+very instant is delivered, whichever SimPy event comes first). The round ends when every
+flow has ended; peers preempted at any moment of the round count as lost and take no part
+in its arithmetic.
 A round with no flows waits :data:`~protocols.contract.IDLE_ROUND_S` so that simulated
 time always advances.
 """
@@ -42,6 +43,13 @@ class PresenceListener(Interface):
 class NetworkClock:
     """Sends a round's flows and reports when they have all ended.
 
+    A stream (flows each ``after`` the previous one and ``streamed``, on one connection,
+    waiting for no gate) runs as one flow in the network: each piece completes and the
+    next one resumes it (:meth:`~sim.network.FlowNetwork.resume`) without leaving the
+    bandwidth phase, so a piece costs no new flow and no re-rating; its end is still an
+    event (gates, replies and timeouts observe it). The results are those of the
+    piece-by-piece model (:attr:`streams` False) to round-off.
+
     Parameters
     ----------
     env, net
@@ -51,6 +59,10 @@ class NetworkClock:
     delay_s
         (n_peers,) straggler delay of each peer before it starts a round, seconds.
     """
+
+    #: Run streams as one flow (True) or piece by piece, a flow per piece (False: the
+    #: reference the equivalence tests compare with).
+    streams = True
 
     def __init__(
         self, env: simpy.Environment, net: FlowNetwork, present: np.ndarray, delay_s: np.ndarray
@@ -105,7 +117,7 @@ class NetworkClock:
                 yield self.env.timeout(idle_s)
             return
         done = self.env.event()
-        state = _RoundState(plan, flows, done)
+        state = _RoundState(plan, flows, done, self.streams)
         roots = state.roots()
         start_s = self.delay_s[flows.src[roots]] if flows.start_s is None else flows.start_s[roots]
         for at in np.unique(start_s).tolist():
@@ -135,28 +147,47 @@ class NetworkClock:
     def _send(self, i: int, state: _RoundState) -> None:
         src, dst = state.src[i], state.dst[i]
         self.messages += 1
+        stream = state.open.pop(i, None) if state.open else None  # i continues it
         if not (self.present[src] and self.present[dst]):
             self.failed_messages += 1
+            if stream is not None:
+                self.net.close_stream(stream)
             refused = self.env.timeout(self.net.routes.route(src, dst)[0])
             refused.callbacks.append(partial(self._on_refused, i, state))
             return
-        streamed = state.streamed is not None and state.streamed[i]
-        flow = self.net.send(src, dst, state.nbytes[i], latency=not streamed)
+        if state.cont is None:  # no stream in this plan
+            streamed = state.streamed is not None and state.streamed[i]
+            flow = self.net.send(src, dst, state.nbytes[i], latency=not streamed)
+        else:
+            cont = state.cont[i]
+            if stream is not None and stream.parked:
+                flow = self.net.resume(stream, state.nbytes[i], cont >= 0)
+            else:
+                streamed = state.streamed is not None and state.streamed[i]
+                flow = self.net.send(
+                    src, dst, state.nbytes[i], latency=not streamed, keep=cont >= 0
+                )
+            if cont >= 0:
+                state.open[cont] = flow
         flow.done.callbacks.append(partial(self._on_end, i, state))
         if state.timeout_s is not None:
             limit = state.timeout_s[i]
             if limit < math.inf:
                 timer = self.env.timeout(limit)
-                timer.callbacks.append(partial(self._on_timeout, i, flow, state))
+                timer.callbacks.append(partial(self._on_timeout, i, flow, flow.id, state))
 
     def _on_refused(self, i: int, state: _RoundState, _event: Any) -> None:
         self._release(state.ended(i, False), state)
 
     def _on_end(self, i: int, state: _RoundState, event: Any) -> None:
+        if not event.ok and state.cont is not None:
+            state.open.pop(state.cont[i], None)
         self._release(state.ended(i, bool(event.ok)), state)
 
-    def _on_timeout(self, i: int, flow: Any, state: _RoundState, _event: Any) -> None:
-        if flow.phase in ("done", "failed"):
+    def _on_timeout(self, i: int, flow: Any, key: int, state: _RoundState, _event: Any) -> None:
+        if flow.id != key or flow.phase in ("done", "failed") or self.net.due(flow):
+            # ended (a stream's flow carries a later piece under a new id), or ends at
+            # this very instant: the last byte is in time, whichever event comes first
             return
         assert state.plan.timed_out is not None
         state.plan.timed_out[i] = True
@@ -166,7 +197,9 @@ class NetworkClock:
 class _RoundState:
     """Book-keeping of one round's flows: what each still waits for, what has ended."""
 
-    def __init__(self, plan: RoundPlan | GroupPlan, flows: Flows, done: simpy.Event) -> None:
+    def __init__(
+        self, plan: RoundPlan | GroupPlan, flows: Flows, done: simpy.Event, streams: bool = True
+    ) -> None:
         n = flows.src.size
         self.plan, self.flows, self.left, self.done = plan, flows, n, done
         # Python scalars, read once per flow sent
@@ -193,6 +226,14 @@ class _RoundState:
         need += self.after >= 0
         self.need = need.tolist()
         self._need0 = need == 0
+        #: cont[i]: the flow continuing flow i's stream (-1: none); open: the network
+        #: flow of each stream whose next piece ``j`` is due, by ``j``
+        self.cont: list[int] | None = None
+        self.open: dict[int, Any] = {}
+        if streams and flows.streamed is not None:
+            cont = _continuations(flows, self.after, self.waits)
+            if cont is not None:
+                self.cont = cont.tolist()
 
     def roots(self) -> np.ndarray:
         """Flows that wait for nothing: they start with the round."""
@@ -228,6 +269,26 @@ class _RoundState:
         return ready
 
 
+def _continuations(flows: Flows, after: np.ndarray, waits: np.ndarray) -> np.ndarray | None:
+    """(n,) the flow that continues each flow's stream, -1 for none (None: no stream).
+
+    Flow j continues flow i = ``after[j]`` when j is ``streamed``, waits for no gate and
+    goes on the same connection (source and destination), and no other flow continues
+    i that way: then j starts the instant i completes and i's place in the bandwidth
+    phase can carry j's bytes."""
+    assert flows.streamed is not None
+    j = np.flatnonzero(flows.streamed & (after >= 0) & (waits < 0))
+    i = after[j]
+    same = (flows.src[j] == flows.src[i]) & (flows.dst[j] == flows.dst[i])
+    j, i = j[same], i[same]
+    if j.size == 0:
+        return None
+    single = np.bincount(i, minlength=after.size)[i] == 1
+    cont = np.full(after.size, -1, dtype=np.intp)
+    cont[i[single]] = j[single]
+    return cont
+
+
 class _Index:
     """The flows listing each key (a gate, a flow) in ``keys``, as lists (CSR)."""
 
@@ -256,9 +317,15 @@ class TracedFlowNetwork(FlowNetwork):
         tracer.on_close(self.close)
 
     def send(
-        self, src: int, dst: int, nbytes: float, tag: Any = None, latency: bool = True
+        self,
+        src: int,
+        dst: int,
+        nbytes: float,
+        tag: Any = None,
+        latency: bool = True,
+        keep: bool = False,
     ) -> Flow:
-        flow = super().send(src, dst, nbytes, tag, latency)
+        flow = super().send(src, dst, nbytes, tag, latency, keep)
         if self.tracer.follows(flow.src):
             self.traced[flow.id] = flow
             flow.done.callbacks.append(partial(self._ended, flow))
@@ -287,6 +354,9 @@ class TracedClock(NetworkClock):
     """A :class:`NetworkClock` that also records each refused message (an end absent
     when it should start) as a slice ``flow → j`` with ``bytes`` 0 and ``refused``,
     over the route latency it takes to fail. Used only with a tracer."""
+
+    #: piece by piece: the tracer records every piece's flow
+    streams = False
 
     def __init__(self, tracer: Tracer, *args: Any) -> None:
         super().__init__(*args)

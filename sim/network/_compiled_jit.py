@@ -484,7 +484,8 @@ def _reallocate(nseeds: int, nchanged: int, now: float, st: State) -> None:
             c.rem -= h.rate * (now - c.t_last)
             c.t_last, h.rate, h.lam = now, rate, h.new_lam
             ss[XTRA, nu] = f
-            sf[nu] = now + c.rem / rate if rate > 0.0 else math.nan
+            # a parked stream (``nbytes`` 0, see ``pop_due``) has no completion to wait for
+            sf[nu] = now + c.rem / rate if rate > 0.0 and c.nbytes > 0.0 else math.nan
             nu += 1
         for k in range(c.nres):
             e = pool[epos[f, k]]
@@ -610,18 +611,27 @@ def remove(slots: Any, now: float, st: State) -> float:
 
 
 @_jit
-def pop_due(now: float, st: State) -> tuple[int, float]:
-    """The general core's ``pop_due``: the due slots are ``SS[OUT][:n]``; returns n and
-    the next completion time."""
+def pop_due(now: float, keep: Any, due: Any, st: State) -> tuple[int, int, float]:
+    """The general core's ``pop_due``: the due slots are ``due[:n]``, in order; returns
+    n, how many of them leave, and the next completion time. A due flow with
+    ``keep[slot]`` set (a stream's piece) stays in its bandwidth phase at its rate,
+    *parked*: no bytes left, ``nbytes`` 0 (no calendar entry until :func:`refill`); the
+    others leave."""
     hot, cold, cal, pos, meta, ss = st[0], st[1], st[6], st[7], st[8], st[11]
-    n = 0
+    n, nout = 0, 0
     while meta[HSIZE] > 0:
         f = cal[0].slot
         finish = cal[0].finish
         if not (finish <= now or (finish - now) * hot[f].rate <= REL_EPS * cold[f].nbytes):
             break
-        ss[OUT, n] = f
+        due[n] = f
         n += 1
+        if keep[f]:
+            c = cold[f]
+            c.rem, c.t_last, c.nbytes = 0.0, now, 0.0
+        else:
+            ss[OUT, nout] = f
+            nout += 1
         pos[f] = -1
         last = meta[HSIZE] - 1
         meta[HSIZE] = last
@@ -629,8 +639,40 @@ def pop_due(now: float, st: State) -> tuple[int, float]:
             e = cal[last]
             cal[0].finish, cal[0].id, cal[0].slot = e.finish, e.id, e.slot
             _cal_sift(cal, pos, last, 0)
-    _leave_all(n, now, st)
-    return n, next_finish(st)
+    _leave_all(nout, now, st)
+    return n, nout, next_finish(st)
+
+
+@_jit
+def refill(f: int, key: int, nbytes: float, now: float, st: State) -> float:
+    """The parked flow in slot ``f`` carries its next piece, ``nbytes`` from now at the
+    rate it has, as flow ``key``, last on its resources as a new flow would be (it leaves
+    each list first, so ``_append`` never moves the list's block); the next completion
+    time."""
+    res, pool, ri, meta, ss, epos, sf = st[2], st[3], st[5], st[8], st[11], st[13], st[14]
+    c = st[1][f]
+    for k in range(c.nres):
+        r = res[f, k]
+        start, count = ri[r, BSTART], ri[r, NON]
+        j = epos[f, k]
+        e = pool[j]
+        rate, lam, mark, bneck = e.rate, e.lam, e.mark, e.bneck
+        for q in range(j, start + count - 1):  # shift the later entries down
+            a, b = pool[q], pool[q + 1]
+            a.slot, a.k, a.rate, a.lam, a.mark, a.bneck = (
+                b.slot, b.k, b.rate, b.lam, b.mark, b.bneck
+            )  # fmt: skip
+            epos[a.slot, a.k] = q
+        ri[r, NON] = count - 1
+        meta[NELEM] -= 1
+        _append(r, f, k, pool, epos, ri, meta)
+        e = pool[epos[f, k]]
+        e.rate, e.lam, e.mark, e.bneck = rate, lam, mark, bneck
+    c.rem, c.t_last, c.nbytes, c.id = nbytes, now, nbytes, key
+    ss[XTRA, 0] = f
+    sf[0] = now + nbytes / st[0][f].rate if nbytes > 0.0 else math.nan  # 0: stays parked
+    _cal_apply(1, st)
+    return next_finish(st)
 
 
 @_jit

@@ -66,6 +66,11 @@ class CompiledCore:
         self.st = kernels.empty_state(self.capacity, self.slots, self.width, self.pool_size)
         self.free = list(range(self.slots - 1, -1, -1))
         self.flow_of: list[Flow | None] = [None] * self.slots
+        #: (slots,) per slot: its flow is a stream's piece (``Flow.keep``; False for a
+        #: free slot: set at ``enter``/``refill``, cleared when the flow leaves); the due
+        #: slots of the last ``pop_due``
+        self.keep = np.zeros(self.slots, dtype=np.bool_)
+        self.due = np.zeros(self.slots, dtype=np.int64)
         self.next = math.inf  # the next completion time, as the last kernel left it
 
     # -- the core's interface (see GeneralCore) -------------------------------------------
@@ -81,6 +86,8 @@ class CompiledCore:
             flow = flows[0]
             slot = flow.slot = free.pop()
             flow_of[slot] = flow
+            if flow.keep:
+                self.keep[slot] = True
             res = flow.res
             n = len(res)
             self.next = self.k.enter_one(
@@ -88,9 +95,12 @@ class CompiledCore:
             )
             return
         slots = [free.pop() for _ in range(k)]
+        keep = self.keep
         for flow, slot in zip(flows, slots, strict=True):
             flow.slot = slot
             flow_of[slot] = flow
+            if flow.keep:
+                keep[slot] = True
         self.next = self.k.enter(
             np.array(slots, dtype=np.int64),
             np.array([flow.id for flow in flows], dtype=np.int64),
@@ -110,18 +120,36 @@ class CompiledCore:
         remaining = self.st[1]["rem"][slots].tolist()
         for flow, rest in zip(flows, remaining, strict=True):
             flow.remaining = rest
+        self.keep[slots] = False
         self._release(flows, slots)
 
     def pop_due(self, now: float) -> list[Flow]:
         """The flows that complete now, in ``(finish, id)`` order, out of the network."""
-        n, self.next = self.k.pop_due(now, self.st)
+        n, nout, self.next = self.k.pop_due(now, self.keep, self.due, self.st)
         if n == 0:
             return []
-        slots = self.st[11][2, :n].tolist()
+        slots = self.due[:n].tolist()
         flow_of = self.flow_of
         flows: list[Any] = [flow_of[slot] for slot in slots]
-        self._release(flows, slots)
+        if nout == n:
+            self._release(flows, slots)
+        else:  # streams' pieces stay, parked (their slots and places)
+            leaving = []
+            for flow in flows:
+                if flow.keep:
+                    flow.parked = True
+                else:
+                    leaving.append(flow)
+            self._release(leaving, [flow.slot for flow in leaving])
         return flows
+
+    def refill(self, flow: Flow, key: int, now: float) -> None:
+        """The parked ``flow`` carries its next piece (``remaining`` bytes) from now, at
+        the rate it has, as flow ``key``: last on its resources, as a new flow would be
+        (each entry leaves its list before it joins the end again: no pool room needed)."""
+        self.keep[flow.slot] = flow.keep
+        flow.id = key
+        self.next = self.k.refill(flow.slot, key, flow.remaining, now, self.st)
 
     def next_finish(self) -> float:
         """Completion time of the next flow to complete (``inf``: none in flight)."""
@@ -188,4 +216,6 @@ class CompiledCore:
         self.st = tuple(new)
         self.free = list(range(slots - 1, old_slots - 1, -1)) + self.free
         self.flow_of += [None] * (slots - old_slots)
+        self.keep = np.concatenate([self.keep, np.zeros(slots - old_slots, dtype=np.bool_)])
+        self.due = np.zeros(slots, dtype=np.int64)
         self.slots, self.width = slots, width

@@ -68,8 +68,8 @@ class Flow(Share):
     """
 
     __slots__ = (
-        "bytes_sent", "done", "dst", "end_s", "id", "latency_s", "nbytes", "phase",
-        "remaining", "slot", "src", "start_s", "t_last", "tag", "version",
+        "bytes_sent", "done", "dst", "end_s", "id", "keep", "latency_s", "nbytes", "parked",
+        "phase", "remaining", "slot", "src", "start_s", "t_last", "tag", "version",
     )  # fmt: skip
     done: simpy.Event
     start_s: float
@@ -84,6 +84,10 @@ class Flow(Share):
         self.rate = self.lam = self.new_lam = 0.0
         self.bneck = self.new_bneck = self.slot = -1
         self.mark = self.frozen = 0
+        #: keep: the stream continues after this piece (:meth:`FlowNetwork.resume`);
+        #: parked: its piece is done and it keeps its place (and rate) in the bandwidth
+        #: phase until the next piece is resumed or the stream closed.
+        self.keep = self.parked = False
 
     def __repr__(self) -> str:
         return f"Flow(id={self.id}, {self.src}->{self.dst}, {self.nbytes:g} B, {self.phase})"
@@ -164,12 +168,21 @@ class FlowNetwork:
 
     # -- public API ----------------------------------------------------------------------
     def send(
-        self, src: int, dst: int, nbytes: float, tag: Any = None, latency: bool = True
+        self,
+        src: int,
+        dst: int,
+        nbytes: float,
+        tag: Any = None,
+        latency: bool = True,
+        keep: bool = False,
     ) -> Flow:
         """Start a flow of ``nbytes`` (bytes, ``>= 0``) from ``src`` to ``dst`` now.
 
         ``latency=False`` skips the route latency (more data on an open stream, sent as
-        soon as the previous piece went through).
+        soon as the previous piece went through). ``keep=True`` opens a stream: once its
+        bytes are through the flow completes (``done``) but keeps its place and rate in
+        the bandwidth phase, *parked*, for the next piece (:meth:`resume`, at the same
+        instant) or until :meth:`close_stream` ends the stream.
         """
         n = self.n
         if type(src) is not int or not 0 <= src < n:
@@ -188,6 +201,7 @@ class FlowNetwork:
                 raise NetworkError("send(src, dst)", (src, dst), "a positive route latency")
             weight = 1.0 / latency_s
         flow = Flow(self.flows_started, src, dst, nbytes, tag, route, weight)
+        flow.keep = keep
         env = self.env
         now = env.now
         flow.done, flow.start_s = simpy.Event(env), now
@@ -207,6 +221,53 @@ class FlowNetwork:
         else:
             self._enter(flow)
         return flow
+
+    def resume(self, flow: Flow, nbytes: float, keep: bool = False) -> Flow:
+        """Send the next piece of ``nbytes`` on the parked stream ``flow`` now (its
+        previous piece completed at this instant): what :meth:`send` with
+        ``latency=False`` would do for a new flow on the same route, without leaving and
+        re-entering the bandwidth phase. The flow takes a new id and ``done`` event, as
+        a new flow would; ``keep`` as in :meth:`send`. A stream is one fluid flow:
+        pieces sent back to back have one piece in the bandwidth phase at a time, on the
+        same resources with the same weight, so max-min gives the next piece the rate
+        the previous one had (``tests/property/test_stream_equivalence.py``)."""
+        if not flow.parked:
+            raise NetworkError("resume(flow)", flow, "a parked stream (sent with keep=True)")
+        nbytes = float(nbytes)
+        if not 0.0 <= nbytes < math.inf:
+            raise NetworkError("resume(nbytes)", nbytes, "a finite number of bytes >= 0")
+        now = self.env.now
+        key = self.flows_started
+        self.flows_started += 1
+        active = self._active
+        del active[flow.id]
+        active[key] = flow
+        flow.nbytes, flow.remaining, flow.keep = nbytes, nbytes, keep
+        flow.phase, flow.end_s, flow.bytes_sent = BANDWIDTH, math.nan, 0.0
+        flow.done, flow.start_s = simpy.Event(self.env), now
+        self._core.refill(flow, key, now)  # flow.id is key from here on
+        self._in_flight[flow.src][key] = flow
+        self._in_flight[flow.dst][key] = flow
+        if nbytes > 0.0:
+            flow.parked = False
+        else:  # as send: done at once (no time in the bandwidth phase)
+            self._complete(flow, now)
+            flow.done.succeed(now)
+            if not keep:
+                flow.parked = False
+                self._core.remove((flow,), now)
+        self._schedule_wake(now)
+        return flow
+
+    def close_stream(self, flow: Flow) -> None:
+        """End the parked stream ``flow`` (its next piece is not sent): it leaves the
+        bandwidth phase now. A flow that is not parked is left alone."""
+        if not flow.parked:
+            return
+        flow.parked = False
+        now = self.env.now
+        self._core.remove((flow,), now)
+        self._schedule_wake(now)
 
     def fail_peer(self, peer: int) -> list[Flow]:
         """Fail every in-flight flow from or to ``peer`` now; return them (by id)."""
@@ -248,6 +309,13 @@ class FlowNetwork:
         self.flows_failed += 1
 
     @property
+    def idle(self) -> bool:
+        """Whether the network carries nothing: every flow sent has ended and no stream is
+        parked in the bandwidth phase (:meth:`send` with ``keep``)."""
+        ended = self.flows_completed + self.flows_failed
+        return self.flows_started == ended and not self._active
+
+    @property
     def bytes_out(self) -> np.ndarray:
         """Bytes each peer has sent so far, partial flows included; shape ``(n,)``."""
         return self._progress(self._out, src=True)
@@ -265,7 +333,7 @@ class FlowNetwork:
     def rates(self) -> dict[int, float]:
         """Current rate (bytes/s) of every flow in its bandwidth phase, by flow id."""
         rate = self._core.rate
-        return {key: rate(flow) for key, flow in self._active.items()}
+        return {key: rate(flow) for key, flow in self._active.items() if not flow.parked}
 
     def moved(self, flow: Flow, at_s: float | None = None) -> float:
         """Bytes of ``flow`` through at ``at_s`` (default now; a time not before the last
@@ -275,6 +343,13 @@ class FlowNetwork:
             at_s = self.env.now if at_s is None else at_s
             return min(self._core.moved(flow, at_s), flow.nbytes)
         return flow.bytes_sent
+
+    def due(self, flow: Flow) -> bool:
+        """Whether ``flow``'s bytes are through now, to the completion tolerance (its
+        completion is due at this instant or within round-off of it)."""
+        if flow.phase is not BANDWIDTH or flow.parked:
+            return False
+        return flow.nbytes - self._core.moved(flow, self.env.now) <= REL_EPS * flow.nbytes
 
     # -- events --------------------------------------------------------------------------
     def _on_latency(self, event: simpy.Event) -> None:
@@ -307,7 +382,7 @@ class FlowNetwork:
         due = self._core.pop_due(now)
         in_flight, out, into = self._in_flight, self._out, self._in
         for flow in due:  # _complete, inlined: a wake-up may complete thousands of flows
-            flow.phase, flow.end_s = DONE, now
+            flow.phase, flow.end_s, flow.parked = DONE, now, flow.keep
             del in_flight[flow.src][flow.id]
             in_flight[flow.dst].pop(flow.id, None)
             flow.bytes_sent = nbytes = flow.nbytes
@@ -347,7 +422,8 @@ class FlowNetwork:
         total = np.array(settled)
         now, moved = self.env.now, self._core.moved
         for flow in self._active.values():
-            total[flow.src if src else flow.dst] += min(moved(flow, now), flow.nbytes)
+            if not flow.parked:  # a parked stream's piece is counted already
+                total[flow.src if src else flow.dst] += min(moved(flow, now), flow.nbytes)
         return total
 
     # -- flows timed by their sender (protocols._solo_exchanges) -------------------------

@@ -88,11 +88,28 @@ class GeneralCore:
                 break
         changed: Ordered = {}
         for flow in due:
+            if flow.keep:  # a stream's piece: the flow stays, parked, at its rate
+                flow.remaining, flow.t_last, flow.parked = 0.0, now, True
+                flow.version += 1
+                continue
             self._leave(flow, now)
             for r in flow.res:
                 changed[r] = None
         self.reallocate(_NOTHING, changed, now)
         return due
+
+    def refill(self, flow: Flow, key: int, now: float) -> None:
+        """The parked ``flow`` carries its next piece (``remaining`` bytes) from now, at
+        the rate it has, as flow ``key``: last on its resources, as a new flow would be."""
+        flows_on, old = self.flows_on, flow.id
+        for r in flow.res:
+            on = flows_on[r]
+            del on[old]
+            on[key] = flow
+        flow.id, flow.t_last = key, now
+        flow.version += 1
+        if flow.remaining > 0.0:  # else it stays parked
+            heapq.heappush(self.heap, (now + flow.remaining / flow.rate, key, flow.version, flow))
 
     def next_finish(self) -> float:
         """Completion time of the next flow to complete (``inf``: none in flight)."""
@@ -121,7 +138,7 @@ class GeneralCore:
                 f.remaining -= f.rate * (now - f.t_last)
                 f.t_last, f.rate, f.lam = now, rate, f.new_lam
                 f.version += 1
-                if rate > 0.0:
+                if rate > 0.0 and not f.parked:
                     push(heap, (now + f.remaining / rate, f.id, f.version, f))
         if len(heap) > 64 + 4 * len(self.active):
             self.heap = heap = [e for e in heap if e[3].version == e[2]]

@@ -127,6 +127,22 @@ class Routes:
         if links is not None and len(links.peer_node) != n:
             raise NetworkError("links.peer_node", len(links.peer_node), f"{n} peers")
 
+    @property
+    def latency_vector(self) -> list[float] | None:
+        """Each peer's latency (seconds; a route adds both ends'), or None when latencies
+        were given per pair (:attr:`latency_matrix`)."""
+        return self._lat_vector
+
+    @property
+    def latency_matrix(self) -> np.ndarray | None:
+        """The (n, n) route latencies when given per pair, else None."""
+        return self._lat_matrix
+
+    @property
+    def has_links(self) -> bool:
+        """Whether routes cross shared links (:class:`~sim.network.routes.LinkGraph`)."""
+        return self._links is not None
+
     def check_peer(self, where: str, peer: Any) -> int:
         """Return ``peer`` as an int, or raise :class:`NetworkError` if it is no peer index."""
         if type(peer) is int and 0 <= peer < self.n:

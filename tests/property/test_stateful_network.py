@@ -18,6 +18,7 @@ matchmaking, mid-fetch. After every step it checks
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,16 @@ class StatefulRun(NetworkEngine):
             return flow
 
         clock.net.send = recording_send  # type: ignore[method-assign]
+        resume = clock.net.resume
+
+        def recording_resume(flow: Flow, *args: Any, **kwargs: Any) -> Flow:
+            # a stream's next piece reuses its parked flow: keep the piece that was done
+            self.flows[self.flows.index(flow)] = copy.copy(flow)
+            flow = resume(flow, *args, **kwargs)
+            self.flows.append(flow)
+            return flow
+
+        clock.net.resume = recording_resume  # type: ignore[method-assign]
         self.machine_rejoin = MachineRejoin(self, clock)
         return clock
 

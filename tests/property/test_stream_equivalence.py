@@ -9,7 +9,8 @@ flow of the first k pieces' bytes, sent in its place, would end (the flow's rate
 not depend on its size, so the two see the same rates until then). This is the exact
 equivalence that lets the network clock run a stream as one flow with milestones at the
 piece boundaries instead of one flow per piece (design in the wire-bytes note and
-``docs/design.md``); the tests here pin it on the piece-by-piece model.
+``docs/design.md``); the tests here pin it on the piece-by-piece model, and check the
+network's stream (:meth:`~sim.network.FlowNetwork.resume`) against it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.network import FlowNetwork
+from sim.network import FlowNetwork, compiled
 
+PATHS = ["general", "compiled"] if compiled.available() else ["general"]
 CAPACITY = st.sampled_from([1.0, 2.0, 3.0, 7.5, 10.0, 100.0])
 
 
@@ -53,20 +55,29 @@ def workloads(draw: st.DrawFn) -> dict:
     }
 
 
-def stream_ends(work: dict, pieces: list[float]) -> list[float]:
+def stream_ends(
+    work: dict, pieces: list[float], resume: bool = False, solver: str = "general"
+) -> list[float]:
     """End times of the pieces of a stream 0 → 1 sent back to back (only the first pays
-    the route latency), among the workload's other flows."""
+    the route latency), among the workload's other flows: a flow per piece, or with
+    ``resume`` one flow that each next piece resumes (:meth:`FlowNetwork.resume`)."""
     env = simpy.Environment()
     net = FlowNetwork(
         env, np.array(work["up"]), np.array(work["down"]), np.array(work["latency"]),
-        sharing=work["sharing"],
+        sharing=work["sharing"], solver=solver,
     )  # fmt: skip
     ends: list[float] = []
 
     def stream():
         yield env.timeout(work["start"])
+        flow = None
         for k, nbytes in enumerate(pieces):
-            yield net.send(0, 1, nbytes, latency=k == 0).done
+            keep = resume and k + 1 < len(pieces)
+            if flow is not None and flow.parked:
+                flow = net.resume(flow, nbytes, keep)
+            else:
+                flow = net.send(0, 1, nbytes, latency=k == 0, keep=keep)
+            yield flow.done
             ends.append(float(env.now))
 
     def other(src: int, dst: int, nbytes: float, at: float):
@@ -88,6 +99,17 @@ def test_each_piece_ends_when_one_flow_of_the_bytes_so_far_would(work):
     for k, nbytes in enumerate(sofar):
         (single,) = stream_ends(work, [nbytes])
         assert ends[k] == pytest.approx(single, rel=1e-9, abs=1e-12), k
+
+
+@settings(max_examples=150, deadline=None)
+@given(workloads(), st.sampled_from(PATHS))
+def test_resuming_one_flow_ends_each_piece_as_a_flow_per_piece(work, solver):
+    """The network clock's streams: one flow that each next piece resumes, never leaving
+    the bandwidth phase, ends every piece when a flow per piece would."""
+    pieces = work["pieces"]
+    ends = stream_ends(work, pieces, resume=True, solver=solver)
+    expected = stream_ends(work, pieces, solver=solver)
+    np.testing.assert_allclose(ends, expected, rtol=1e-9, atol=1e-12)
 
 
 def test_a_stream_alone_ends_its_pieces_at_the_closed_form():

@@ -13,22 +13,38 @@ The caller undoes the events from that one's time on and runs them one at a time
 (``before``/``after``), so that the crossing, the resync or the NaN happen at that event
 with the state of that instant, as without batches.
 
-Only rows that are constant between events and read directly from a numpy state
-(:attr:`Segmented.batches`); A²CiD²'s decaying rows take the one-at-a-time path.
+Rows constant between events are read directly from a numpy state. Rows that decay
+between events (A²CiD², events that keep the sum: :attr:`Segmented.batches`) come as
+their trajectories after each event, x(t) = a − e^(−ρ(t − t_k))·d with t_k the event's
+time (``decay``): the sums of a, b = d·e^(ρ(t_k − T)) and their products move as
+:meth:`~sim.engine.observe.tracker.Tracker.after` moves them, and besides the checks at
+each event, a crossing of any threshold *between* two events (the root that
+:meth:`~sim.engine.observe.decaying.Decaying.advance` would find before the next one) and
+an event at which the reference time T must move (``REBASE``) stop the batch there too.
+After the events taken, the stop target's crossing is predicted
+(:meth:`~sim.engine.observe.decaying.Decaying.predict`): its timer is an event the caller
+must not plan past.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from sim.engine.observe.decaying import REBASE
 from sim.engine.observe.moments import Moments, Norms, rowdots
+from sim.engine.observe.roots import first_crossing
 from sim.engine.observe.targets import Targets
 
 #: Resync after this many events per peer, or once the variance fell by this factor
 #: (the tracker's rule, :mod:`sim.engine.observe.tracker`).
 EVENTS_PER_PEER, DROP = 4, 16.0
+#: Decaying rows: a batch stops this much (relative) before a threshold, at an event or
+#: between events; the one-at-a-time path then decides, with its own round-off.
+CROSSING_SLACK = 1e-9
 
 
 class Segmented:
@@ -50,11 +66,21 @@ class Segmented:
     trace: list[tuple[float, str, float]] | None
     _plain: bool
 
+    rate: float
+    reference_s: float
+    predict: Callable[[], None]
+
     @property
     def batches(self) -> bool:
         """True when :meth:`take` may be used: rows constant between events, the
-        estimates the state's numpy rows themselves."""
-        return not self.decay and self._plain and type(self.state.x) is np.ndarray
+        estimates the state's numpy rows themselves; or decaying rows of events that keep
+        the sums (no rows before needed) on a numpy state."""
+        numpy = type(self.state.x) is np.ndarray
+        if self.decay:
+            extra = getattr(self.state, "extra", {}) or {}
+            plain = all(type(v) is np.ndarray for v in extra.values())
+            return self.kept and numpy and plain
+        return self._plain and numpy
 
     def room(self) -> int:
         """How many more events :meth:`take` can take before one must come alone (the
@@ -64,8 +90,9 @@ class Segmented:
         return max(0, EVENTS_PER_PEER * self.n - self.count - 1)
 
     def take(
-        self, rows: np.ndarray, at_s: np.ndarray, before: np.ndarray | None, after: np.ndarray
-    ) -> int:
+        self, rows: np.ndarray, at_s: np.ndarray, before: np.ndarray | None, after: np.ndarray,
+        decay: np.ndarray | None = None,
+    ) -> int:  # fmt: skip
         """Take the leading events of a batch; return how many (m).
 
         Parameters
@@ -76,7 +103,9 @@ class Segmented:
             (K,) the events' times, non-decreasing.
         before, after
             (K, 2, dim) the rows right before and right after each event (``before`` may
-            be None when events keep the sum, ``needs_before`` false).
+            be None when events keep the sum, ``needs_before`` false). Decaying rows:
+            ``after`` holds each row's a and ``decay`` its d right after the event (the
+            row is a − e^(−ρ(t − at_s))·d until its next event).
 
         Returns
         -------
@@ -88,6 +117,9 @@ class Segmented:
         k_all = rows.shape[0]
         if self.nan is not None or self.norms is None or k_all == 0:
             return k_all
+        if self.decay:
+            assert decay is not None, "decaying rows come with their d"
+            return self._take_decaying(rows, at_s, after, decay)
         new = after.astype(np.float64, copy=False)
         limit = _first_tie(at_s)
         if not self.targets.active:  # only the rows' health is checked
@@ -148,6 +180,116 @@ class Segmented:
         self.count += m
         self.last_s = float(at_s[m - 1])
 
+    def _take_decaying(
+        self, rows: np.ndarray, at_s: np.ndarray, after: np.ndarray, decay: np.ndarray
+    ) -> int:
+        """:meth:`take` for decaying rows of events that keep the sums (module docstring)."""
+        k_all = rows.shape[0]
+        a = after.astype(np.float64, copy=False)
+        limit = _first_tie(at_s)
+        # the reference time T moves at the first event past REBASE: one at a time
+        limit = min(limit, _first(self.rate * (at_s - self.reference_s) > REBASE))
+        grow = np.exp(self.rate * (at_s - self.reference_s))  # as Tracker.values
+        b = decay.astype(np.float64, copy=False) * grow[:, None, None]
+        if not self.targets.active:  # only the rows' health is checked
+            healthy = np.isfinite(a).all(axis=(1, 2)) & np.isfinite(b).all(axis=(1, 2))
+            return min(limit, _first(~np.asarray(healthy)))
+        norms = self.norms
+        assert norms is not None
+        assert norms.q is not None
+        assert norms.ab is not None
+        assert norms.bb is not None
+        flat = rows.reshape(-1)
+        centred = a.reshape(2 * k_all, self.dim) - norms.p
+        centred_b = b.reshape(2 * k_all, self.dim) - norms.q
+        fresh = (
+            rowdots(centred, centred),
+            rowdots(centred, centred_b),
+            rowdots(centred_b, centred_b),
+        )
+        steps, links = [], _links(flat)
+        for new, cached in zip(fresh, (norms.aa, norms.ab, norms.bb), strict=True):
+            change = (new - _previous(flat, new, cached, links)).reshape(k_all, 2)
+            steps.append((0.0 + change[:, 0]) + change[:, 1])  # Norms.event's sums
+        d_aa, d_ab, d_bb = steps
+        limit = min(limit, _first(~np.isfinite(d_aa + d_ab + d_bb)))
+        limit = min(limit, max(0, EVENTS_PER_PEER * self.n - self.count - 1))
+        exponent = -self.rate * (at_s - self.reference_s)
+        u = np.array([math.exp(e) for e in exponent.tolist()])  # as Decaying.u
+        u_last = math.exp(-self.rate * (self.last_s - self.reference_s))
+        results = {}
+        for metric, moments in self.sets.items():
+            inside = self.members[metric][rows].sum(axis=1)
+            limit = min(limit, _first(inside == 1))
+            whole = inside == 2
+            sums = [
+                np.cumsum(np.concatenate(([start], np.where(whole, step, 0.0))))
+                for start, step in zip(
+                    (moments.saa, moments.sab, moments.sbb), (d_aa, d_ab, d_bb), strict=True
+                )
+            ]  # the sums before event 0, then after each event
+            results[metric] = [s[1:] for s in sums]
+            if not moments.n:
+                continue
+            n = moments.n
+            alpha = sums[0] - moments.aa / n
+            beta = sums[1] - moments.ab / n
+            gamma = sums[2] - moments.bb / n
+            value = alpha[1:] - 2 * beta[1:] * u + gamma[1:] * u * u
+            level = self.targets.next_level(metric)
+            var = value / (n * self.dim)
+            trigger = (np.abs(value) * DROP < moments.reference) | ~np.isfinite(value)
+            if level is not None:
+                # at each event (a little early: the one-at-a-time path decides), and
+                # between the previous change and each event (Decaying.advance's roots)
+                trigger |= var < level * (1 + CROSSING_SLACK)
+                u_hi = np.concatenate(([u_last], u[:-1]))
+                later = np.concatenate(([at_s[0] > self.last_s], at_s[1:] > at_s[:-1]))
+                crossing = first_crossing(
+                    alpha[:-1], beta[:-1], gamma[:-1], level * n * self.dim * (1 + CROSSING_SLACK),
+                    u_hi, u * (1 - CROSSING_SLACK),
+                )  # fmt: skip
+                trigger |= later & ~np.isnan(crossing)
+            limit = min(limit, _first(trigger))
+        m = limit
+        while 0 < m < k_all and at_s[m - 1] == at_s[m]:
+            m -= 1
+        if m:
+            self._commit_decaying(flat[: 2 * m], fresh, results, m, at_s, u)
+        return m
+
+    def _commit_decaying(
+        self, flat: np.ndarray, fresh: tuple[np.ndarray, ...], results: dict, m: int,
+        at_s: np.ndarray, u: np.ndarray,
+    ) -> None:  # fmt: skip
+        """Keep the first m events of decaying rows, then predict the stop target's
+        crossing (its timer)."""
+        norms = self.norms
+        assert norms is not None
+        assert norms.ab is not None
+        assert norms.bb is not None
+        peers, last = np.unique(flat[::-1], return_index=True)
+        for cache, new in zip((norms.aa, norms.ab, norms.bb), fresh, strict=True):
+            cache[peers] = new[: 2 * m][::-1][last]
+        for metric, moments in self.sets.items():
+            saa, sab, sbb = results[metric]
+            moments.saa, moments.sab, moments.sbb = (
+                float(saa[m - 1]), float(sab[m - 1]), float(sbb[m - 1])
+            )  # fmt: skip
+        if self.trace is not None:
+            for k in range(m):
+                for metric, moments in self.sets.items():
+                    if moments.n:
+                        saa, sab, sbb = (r[k] for r in results[metric])
+                        n = moments.n
+                        alpha, beta = saa - moments.aa / n, sab - moments.ab / n
+                        gamma, uk = sbb - moments.bb / n, float(u[k])
+                        value = alpha - 2 * beta * uk + gamma * uk * uk
+                        self.trace.append((float(at_s[k]), metric, float(value / (n * self.dim))))
+        self.count += m
+        self.last_s = float(at_s[m - 1])
+        self.predict()
+
 
 def _first(mask: np.ndarray) -> int:
     """Index of the first True of ``mask``, or its length."""
@@ -161,15 +303,26 @@ def _first_tie(at_s: np.ndarray) -> int:
     return int(hits[0]) if hits.size else int(at_s.size)
 
 
-def _previous(flat: np.ndarray, fresh: np.ndarray, cached: np.ndarray) -> np.ndarray:
+def _previous(
+    flat: np.ndarray, fresh: np.ndarray, cached: np.ndarray,
+    links: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:  # fmt: skip
     """Each (event, row)'s cached norm right before the event: the norm after the row's
-    previous event of the batch, else the cache's."""
+    previous event of the batch, else the cache's. ``links``: :func:`_links` of ``flat``
+    (computed once for several norms)."""
     previous = cached[flat]
+    later, earlier = _links(flat) if links is None else links
+    previous[later] = fresh[earlier]
+    return previous
+
+
+def _links(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(later, earlier): positions in ``flat`` of each row's event and of the same row's
+    previous event in the batch."""
     order = np.argsort(flat, kind="stable")
     grouped = flat[order]
     same = np.flatnonzero(grouped[1:] == grouped[:-1])
-    previous[order[same + 1]] = fresh[order[same]]
-    return previous
+    return order[same + 1], order[same]
 
 
 def _replay(

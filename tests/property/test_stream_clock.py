@@ -1,0 +1,230 @@
+"""The network clock runs a stream as one flow, with the piece-by-piece model's results.
+
+A stream (pieces each ``after`` the previous one and ``streamed``, on one connection)
+runs as one flow in the network: a piece completes and the next resumes the flow without
+leaving the bandwidth phase (:meth:`sim.network.FlowNetwork.resume`). These tests run
+random butterfly-like rounds (streams of requests opening a gate per piece, replies
+behind the gates, each after its own request; extra streamed flows that also wait for a
+gate and so are not continuations), with timeouts, preemptions and returns, on both
+network paths, once with streams (:attr:`NetworkClock.streams`) and once piece by
+piece, and compare every flow's end time (1e-9 relative), what was delivered and timed
+out, the byte counts and the message counts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocols.contract import Flows, RoundPlan
+from sim.engine.netclock import NetworkClock
+from sim.network import Flow, FlowNetwork, compiled
+
+PATHS = ["general", "compiled"] if compiled.available() else ["general"]
+CAPACITY = st.sampled_from([1.0, 2.0, 4.0, 7.5, 10.0])
+
+
+@st.composite
+def rounds(draw: st.DrawFn) -> dict[str, Any]:
+    """A butterfly-like round on a few hosts, with churn."""
+    n = draw(st.integers(3, 6))
+    members = draw(st.permutations(range(n)))[: draw(st.integers(2, n))]
+    n_pieces = draw(st.integers(1, 5))
+    sizes = st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.25, 6.0])
+    timeouts = st.sampled_from([math.inf, math.inf, 0.7, 2.0, 5.0])
+    return {
+        "n": n,
+        "up": draw(st.lists(CAPACITY, min_size=n, max_size=n)),
+        "down": draw(st.lists(CAPACITY, min_size=n, max_size=n)),
+        "latency": draw(st.lists(st.sampled_from([0.0, 0.01, 0.05, 0.2]), min_size=n, max_size=n)),
+        "members": list(members),
+        "piece_bytes": draw(st.lists(sizes, min_size=n_pieces, max_size=n_pieces)),
+        "request_timeout": draw(timeouts),
+        "reply_timeout": draw(timeouts),
+        "start": draw(st.lists(st.sampled_from([0.0, 0.1, 0.5]), min_size=n, max_size=n)),
+        "gated_stream": draw(st.booleans()),
+        "churn": draw(
+            st.lists(
+                st.tuples(st.integers(0, n - 1), st.floats(0.0, 12.0), st.floats(0.0, 4.0)),
+                max_size=3,
+            )
+        ),
+    }
+
+
+def butterfly(work: dict[str, Any]) -> Flows:
+    """Requests a → j of every piece as streams (each after the sender's previous piece of
+    part j), opening the piece's gate; replies j → a behind the gate, each after its own
+    request. With ``gated_stream``, a last stream of the first pair also waits for the
+    last gate: streamed, but not a continuation (it waits for a gate too)."""
+    members, pieces = work["members"], work["piece_bytes"]
+    # rows: src, dst, nbytes, opens, waits, after, streamed, timeout_s, start_s
+    rows: list[tuple[int, int, float, int, int, int, bool, float, float]] = []
+    gate = 0
+    for j in members:
+        request_of: dict[tuple[int, int], int] = {}
+        for p, size in enumerate(pieces):
+            for a in members:
+                if a != j:
+                    prev = request_of.get((a, p - 1), -1)
+                    request_of[(a, p)] = len(rows)
+                    rows.append((a, j, size, gate + p, -1, prev, prev >= 0,
+                                 work["request_timeout"], work["start"][a]))  # fmt: skip
+        for p, size in enumerate(pieces):
+            for a in members:
+                if a != j:
+                    rows.append((j, a, size, -1, gate + p, request_of[(a, p)], False,
+                                 work["reply_timeout"], 0.0))  # fmt: skip
+        gate += len(pieces)
+    if work["gated_stream"]:
+        a, j = members[1], members[0]
+        last = max(i for i, row in enumerate(rows) if row[:2] == (a, j) and row[3] >= 0)
+        rows.append((a, j, 1.5, -1, gate - 1, last, True, math.inf, 0.0))
+    return flows_of(rows)
+
+
+def flows_of(rows: list[tuple[int, int, float, int, int, int, bool, float, float]]) -> Flows:
+    """:class:`Flows` from rows (src, dst, nbytes, opens, waits, after, streamed,
+    timeout_s, start_s)."""
+    src, dst, nbytes, opens, waits, after, streamed, timeout_s, start_s = zip(*rows, strict=True)
+    index = np.intp
+    return Flows(
+        src=np.array(src, dtype=index), dst=np.array(dst, dtype=index),
+        nbytes=np.array(nbytes, dtype=float), opens=np.array(opens, dtype=index),
+        waits=np.array(waits, dtype=index), after=np.array(after, dtype=index),
+        start_s=np.array(start_s, dtype=float), timeout_s=np.array(timeout_s, dtype=float),
+        streamed=np.array(streamed, dtype=bool),
+    )  # fmt: skip
+
+
+def plan_of(flows: Flows) -> RoundPlan:
+    """A round plan sending ``flows`` (its arithmetic is not run here)."""
+
+    def finish(_state: Any, _lost: np.ndarray) -> Any:
+        raise AssertionError("the clock never does the arithmetic")
+
+    return RoundPlan(finish=finish, flows=lambda: flows)
+
+
+class Recording(NetworkClock):
+    """A network clock that records when each flow ended (sent ones; a broken flow ends
+    with its predecessor)."""
+
+    ends: dict[int, float]
+
+    def _on_end(self, i: int, state: Any, event: Any) -> None:
+        self.ends[i] = float(self.env.now)
+        super()._on_end(i, state, event)
+
+    def _on_refused(self, i: int, state: Any, event: Any) -> None:
+        self.ends[i] = float(self.env.now)
+        super()._on_refused(i, state, event)
+
+
+def run_round(work: dict[str, Any], streams: bool, solver: str) -> dict[str, Any]:
+    env = simpy.Environment()
+    net = FlowNetwork(
+        env, np.array(work["up"]), np.array(work["down"]), np.array(work["latency"]),
+        solver=solver,
+    )  # fmt: skip
+    present = np.ones(work["n"], dtype=bool)
+    clock = Recording(env, net, present, np.zeros(work["n"]))
+    clock.streams = streams
+    clock.ends = {}
+    plan = plan_of(butterfly(work))
+
+    def churn(peer: int, at: float, down_s: float) -> Any:
+        yield env.timeout(at)
+        if present[peer]:
+            clock.preempt(np.array([peer]))
+            yield env.timeout(down_s)
+            clock.arrive(np.array([peer]))
+
+    for event in work["churn"]:
+        env.process(churn(*event))
+    env.process(clock.run(plan))
+    env.run()
+    assert plan.delivered is not None
+    assert plan.timed_out is not None
+    return {
+        "ends": clock.ends,
+        "delivered": plan.delivered.tolist(),
+        "timed_out": plan.timed_out.tolist(),
+        "bytes_out": net.bytes_out,
+        "bytes_in": net.bytes_in,
+        "counts": (
+            clock.messages,
+            clock.failed_messages,
+            net.flows_started,
+            net.flows_completed,
+            net.flows_failed,
+        ),
+        "lost": clock.lost.tolist(),
+    }
+
+
+def assert_same(stream: dict[str, Any], piece: dict[str, Any]) -> None:
+    assert stream["delivered"] == piece["delivered"]
+    assert stream["timed_out"] == piece["timed_out"]
+    assert stream["counts"] == piece["counts"]
+    assert stream["lost"] == piece["lost"]
+    assert stream["ends"].keys() == piece["ends"].keys()
+    for i, end in piece["ends"].items():
+        assert stream["ends"][i] == pytest.approx(end, rel=1e-9, abs=1e-12), i
+    np.testing.assert_allclose(stream["bytes_out"], piece["bytes_out"], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(stream["bytes_in"], piece["bytes_in"], rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rounds(), st.sampled_from(PATHS))
+def test_a_stream_as_one_flow_ends_every_piece_as_piece_by_piece(work, solver):
+    assert_same(run_round(work, True, solver), run_round(work, False, solver))
+
+
+@pytest.mark.skipif(not compiled.available(), reason="numba not installed")
+@settings(max_examples=60, deadline=None)
+@given(rounds())
+def test_streams_are_bit_identical_on_both_paths(work):
+    general, fast = run_round(work, True, "general"), run_round(work, True, "compiled")
+    assert fast["ends"] == general["ends"]
+    assert fast["delivered"] == general["delivered"]
+    assert fast["counts"] == general["counts"]
+    np.testing.assert_array_equal(fast["bytes_out"], general["bytes_out"])
+
+
+class CountingEntries(FlowNetwork):
+    """A flow network that counts the flows entering their bandwidth phase."""
+
+    entered = 0
+
+    def _enter(self, *flows: Flow) -> None:
+        self.entered += len(flows)
+        super()._enter(*flows)
+
+
+@pytest.mark.parametrize("solver", PATHS)
+def test_a_stream_alone_is_one_flow_in_the_network(solver):
+    """Four pieces 0 → 1 and nothing else: the pieces end at the closed form, and one flow
+    entered the bandwidth phase (the pieces after the first resume it), yet the network
+    counts four flows started and completed, as piece by piece."""
+    sizes = [5.0, 7.0, 0.0, 2.5]
+    env = simpy.Environment()
+    net = CountingEntries(
+        env, np.array([4.0, 9.0]), np.array([9.0, 3.0]), np.array([0.01, 0.02]), solver=solver
+    )
+    clock = Recording(env, net, np.ones(2, dtype=bool), np.zeros(2))
+    clock.ends = {}
+    rows = [(0, 1, size, -1, -1, k - 1, k > 0, math.inf, 1.0) for k, size in enumerate(sizes)]
+    env.process(clock.run(plan_of(flows_of(rows))))
+    env.run()
+    expected = 1.0 + 0.03 + np.cumsum(sizes) / 3.0
+    np.testing.assert_allclose([clock.ends[i] for i in range(4)], expected, rtol=1e-12)
+    assert net.entered == 1
+    assert (net.flows_started, net.flows_completed) == (4, 4)
+    assert net.bytes_out[0] == pytest.approx(14.5)
