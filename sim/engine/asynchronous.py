@@ -1,17 +1,18 @@
 """``schedule: async`` for group protocols (moshpit, random_groups): every peer's own loop.
 
 Each present peer runs a SimPy process, back to back: ``compute`` + ``delay`` seconds of
-local work, then one averaging step. A step is hivemind's matchmaking under the peer's
-key (:mod:`sim.engine.matchmaking`), then its group's all-reduce: the protocol's
-:class:`~protocols.contract.GroupPlan`, whose flows start ``allreduce_overhead`` after
-each member learns of the group (processing, drawn once per group; 0 by default) and
-which the network clock sends
-(:meth:`~sim.engine.netclock.NetworkClock.run`) and whose arithmetic runs once every flow
-has ended, without the members lost meanwhile, through the exact-target tracker. Every
-member's step ends then. A member that failed (lost, given up on) or whose group failed
-retries with a new matchmaking until the step's deadline (``averaging_timeout`` after
-it started); a step that reaches its deadline without a group is a failed step, and
-the peer goes back to its local work with its vector unchanged.
+local work (with a ``workload``: ``local_steps`` gradient steps of ``compute`` seconds
+each, then ``delay``; :mod:`sim.engine.peer_loops`), then one averaging step. A step is
+hivemind's matchmaking under the peer's key (:mod:`sim.engine.matchmaking`), then its
+group's all-reduce: the protocol's :class:`~protocols.contract.GroupPlan`, whose flows
+start ``allreduce_overhead`` after each member learns of the group (processing, drawn
+once per group; 0 by default) and which the network clock sends
+(:meth:`~sim.engine.netclock.NetworkClock.run`) and whose arithmetic runs once every
+flow has ended, without the members lost meanwhile, through the exact-target tracker.
+Every member's step ends then. A member that failed (lost, given up on) or whose group
+failed retries with a new matchmaking until the step's deadline (``averaging_timeout``
+after it started); a step that reaches its deadline without a group is a failed step,
+and the peer goes back to its local work with its vector unchanged.
 
 A peer preempted mid-loop stops at once: its matchmaking is abandoned and, inside a
 group, it is lost to the group's arithmetic. When it is present again (``keep``,
@@ -99,12 +100,24 @@ class AsyncEngine(PeerLoopEngine):
     def _loop(self, peer: int) -> Generator[simpy.Event, Any, None]:
         try:
             while True:
-                yield from self._phase(peer, COMPUTE, self.env.timeout(self.local_s[peer]))
+                yield from self._computing(peer)
                 deadline = float(self.env.now) + self.rules.timeout_s
                 while not (yield from self._step(peer, deadline)):
                     pass
         except simpy.Interrupt:
             pass  # preempted: down() has abandoned its matchmaking already
+
+    def _computing(self, peer: int) -> Generator[simpy.Event, Any, None]:
+        """The local work (:meth:`~sim.engine.peer_loops.PeerLoopEngine.local_work`) in
+        phase ``compute``."""
+        if self.gradients is None:  # one timeout, as _phase waits for it
+            yield from self._phase(peer, COMPUTE, self.env.timeout(self.local_s[peer]))
+            return
+        self.book.begin(peer, COMPUTE, float(self.env.now))
+        try:
+            yield from self.local_work(peer)
+        finally:
+            self._ended(peer)
 
     def _step(self, peer: int, deadline: float) -> Generator[simpy.Event, Any, bool]:
         """One attempt of a step; True when the step is over (averaged or failed)."""

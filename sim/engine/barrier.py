@@ -6,6 +6,12 @@ among the peers present when it starts; the clock sends its flows
 ``finish`` does the round's arithmetic without the peers lost meanwhile. A round may
 ask for a pause before the next (``RoundStats.wait_s``: a ring all-reduce's restart
 delay, a Moshpit round that formed no group).
+
+With a ``workload`` each round starts with every present peer's ``local_steps`` H
+gradient steps, each of ``compute`` seconds at the peer's own pace
+(:class:`~sim.engine.training_net.GradientSlots`); the round is planned once the slowest
+present peer is done: synchronous local SGD. A peer preempted meanwhile takes no more
+steps; one that returns meanwhile joins the round without steps.
 """
 
 from __future__ import annotations
@@ -14,21 +20,28 @@ from collections.abc import Generator
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import simpy
 
 from protocols.base import BarrierProtocol
 from sim.engine.base import Progress
 from sim.engine.network import NetworkEngine
+from sim.engine.round_solver import round_sender
+from sim.engine.training_net import GradientSlots, gradient_slots, training_table
 
 
 class BarrierEngine(NetworkEngine):
     """Barrier rounds of flows until a stop rule fires; ``rounds`` counts them."""
 
     protocol_type = BarrierProtocol
+    #: The run's gradient steps (None without a workload), built with the clock.
+    gradients: GradientSlots | None = None
 
     def process(self, progress: Progress | None) -> Generator[simpy.Event, Any, None]:
         """Plan a round, send its flows, finish it; measure; again."""
         clock = self.network_clock()
+        self.gradients = gradient_slots(self, clock)
+        transmit = round_sender(clock)  # one-shot rounds where they are exact
         protocol = self.protocol
         assert isinstance(protocol, BarrierProtocol)
         yield self.env.timeout(0)  # let the churn process apply its time-0 step first
@@ -37,7 +50,7 @@ class BarrierEngine(NetworkEngine):
             yield from self.before_round()
             traced = None if self.tracer is None else (float(self.env.now), clock.present.copy())
             plan = protocol.plan(clock.present.copy(), self.rounds)
-            yield from clock.transmit(plan)
+            yield from transmit(plan)
             stats = plan.finish(self.state, clock.lost)
             self.rounds += 1
             if traced is not None:
@@ -58,9 +71,25 @@ class BarrierEngine(NetworkEngine):
             self.tracer.slice(peer, f"round {t}", "round", start_s, now, args)
 
     def before_round(self) -> Generator[simpy.Event, Any, None]:
-        """What happens before a round is planned (default: nothing, no event;
-        :class:`sim.engine.collective.CollectiveEngine` waits for the local work)."""
-        yield from ()
+        """What happens before a round is planned: with a workload, the present peers'
+        local steps (:meth:`local_steps`); else nothing, no event
+        (:class:`sim.engine.collective.CollectiveEngine` waits for the local work)."""
+        yield from self.local_steps()
+
+    def local_steps(self) -> Generator[simpy.Event, Any, None]:
+        """With a workload: every present peer's ``local_steps`` gradient steps, until the
+        slowest is done; without one, nothing (no event)."""
+        if self.gradients is None:
+            return
+        k = int(getattr(self.scenario.workload, "local_steps", 1))
+        yield from self.gradients.steps(np.flatnonzero(self.clock.present), k)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """``traffic``; with a workload, ``training`` (each peer's gradient steps)."""
+        tables = super().tables()
+        if self.trainer is not None:
+            tables["training"] = training_table(self.trainer)
+        return tables
 
     def update_counters(self) -> None:
         """Bytes the flow network moved; messages the clock sent (refused ones count)."""

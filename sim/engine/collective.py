@@ -6,7 +6,9 @@ attempt starts once every present peer has done its local work, i.e. after
 max(``peers.compute``) over the peers present when the wait starts (a straggler's
 ``delay`` still holds back its first send, as in barrier rounds). A peer that returns
 during the wait joins the attempt: its local work overlaps the wait (a simplification).
-Everything else is :class:`~sim.engine.barrier.BarrierEngine`'s.
+With a ``workload`` the local work is every present peer's ``local_steps`` gradient steps
+of ``compute`` seconds each, as in barrier rounds (:meth:`~sim.engine.barrier.
+BarrierEngine.local_steps`). Everything else is :class:`~sim.engine.barrier.BarrierEngine`'s.
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ class CollectiveEngine(BarrierEngine):
         return protocol_type.collective and super().serves(clock, protocol_type)
 
     def before_round(self) -> Generator[simpy.Event, Any, None]:
-        """Wait for the slowest present peer's local work."""
+        """Wait for the slowest present peer's local work (with a workload: its steps)."""
+        if self.gradients is not None:
+            yield from self.local_steps()
+            return
         present = self.clock.present
         compute_s = self.peers["compute"].to_numpy(dtype=float)
         wait_s = float(compute_s[present].max()) if present.any() else 0.0

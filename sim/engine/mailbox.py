@@ -1,18 +1,19 @@
 """``schedule: async`` for mailbox protocols (gossip, sgp): asynchronous SGP.
 
 Each present peer runs a SimPy process, back to back: ``compute`` + ``delay`` seconds of
-local work, then one step. At its step a peer sends to its out-neighbours
-(:meth:`~protocols.base.MailboxProtocol.out_neighbours` of its own step count), one flow
-each, then mixes its rows with its mailbox: what has arrived since its last step, the
-newest payload per sender (stale values are allowed). A payload the protocol applies on
-arrival (sgp's push-sum shares) changes the receiver at once and never waits; a failed
-flow (an end preempted) gives the sender back what it took off. A slot naming the peer
-itself, an absent out-neighbour (a refused connection) or an edge whose previous message
-is still in flight sends nothing: push-sum's share stays home. Every change goes through
-the exact-target tracker (event mode). A step takes no simulated time, so a peer without
-local work (``compute`` + ``delay`` = 0) waits after each step until one of its messages
-has ended or one has reached it: it steps at the pace of its messages, never endlessly at
-one instant.
+local work (with a ``workload``: ``local_steps`` gradient steps of ``compute`` seconds
+each, then ``delay``; :mod:`sim.engine.peer_loops`), then one step. At its step a peer
+sends to its out-neighbours (:meth:`~protocols.base.MailboxProtocol.out_neighbours` of
+its own step count), one flow each, then mixes its rows with its mailbox: what has
+arrived since its last step, the newest payload per sender (stale values are allowed). A
+payload the protocol applies on arrival (sgp's push-sum shares) changes the receiver at
+once and never waits; a failed flow (an end preempted) gives the sender back what it
+took off. A slot naming the peer itself, an absent out-neighbour (a refused connection)
+or an edge whose previous message is still in flight sends nothing: push-sum's share
+stays home. Every change goes through the exact-target tracker (event mode). A step
+takes no simulated time, so a peer without local work (``compute`` + ``delay`` = 0)
+waits after each step until one of its messages has ended or one has reached it: it
+steps at the pace of its messages, never endlessly at one instant.
 
 A preempted peer's loop stops at once and its mailbox is emptied. Its messages are
 settled as it goes down, within the preemption: a message it sent whose flow the
@@ -87,7 +88,7 @@ class MailboxEngine(PeerLoopEngine):
             while True:
                 self.book.begin(peer, COMPUTE, float(self.env.now))
                 try:
-                    yield self.env.timeout(self.local_s[peer])
+                    yield from self.local_work(peer)
                 finally:
                     self._computed(peer)
                 self._step(peer)

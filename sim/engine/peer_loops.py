@@ -1,10 +1,18 @@
 """The shared part of the ``schedule: async`` engines: one SimPy loop per present peer.
 
 :class:`PeerLoopEngine` holds the loops, the step book (steps per peer, phase times) and
-each peer's local work per step; it starts a fresh loop when a peer is present again and
-stops a peer's loop the instant it is preempted. A subclass implements :meth:`_loop`
-(one peer's loop) and extends :meth:`down` with what else a preemption ends (a group, a
-mailbox).
+each peer's local work per step (:meth:`PeerLoopEngine.local_work`); it starts a fresh
+loop when a peer is present again and stops a peer's loop the instant it is preempted.
+
+Local work is ``compute`` + ``delay`` seconds. With a ``workload`` it is ``local_steps``
+H gradient steps of ``compute`` seconds each, every step applied at the end of its slot
+(:class:`~sim.engine.training_net.GradientSlots`: peers whose slots end at one instant
+step in one batch), then the ``delay``: H·compute + delay seconds before the averaging
+step, as without a workload for H = 1. A preempted peer's slot under way is cancelled
+(no step); a returning peer's fresh loop starts with fresh slots.
+
+A subclass implements :meth:`_loop` (one peer's loop) and extends :meth:`down` with what
+else a preemption ends (a group, a mailbox).
 """
 
 from __future__ import annotations
@@ -39,8 +47,25 @@ class PeerLoopEngine(SampledEngine):
         self.recorder.extra_columns = COLUMNS
         self.recorder.extra = lambda: self.book.row(float(self.env.now), self.exists)
         table = self.peers
-        self.local_s = table["compute"].to_numpy(float) + table["delay_s"].to_numpy(float)
+        compute, self.delay_s = table["compute"].to_numpy(float), table["delay_s"].to_numpy(float)
+        workload = scenario.workload
+        #: Gradient steps per averaging step with a workload (``local_steps``).
+        self.local_steps = int(getattr(workload, "local_steps", 1))
+        self.local_s = (
+            compute * (self.local_steps if self.trainer is not None else 1) + self.delay_s
+        )
         self.loops: dict[int, simpy.Process] = {}
+
+    def local_work(self, peer: int) -> Generator[simpy.Event, Any, None]:
+        """``peer``'s local work before an averaging step (see the module doc)."""
+        gradients = self.gradients
+        if gradients is None:
+            yield self.env.timeout(self.local_s[peer])
+            return
+        yield gradients.run(peer, self.local_steps)
+        delay = self.delay_s[peer]
+        if delay > 0:
+            yield self.env.timeout(delay)
 
     def _loop(self, peer: int) -> Generator[simpy.Event, Any, None]:
         """One peer's loop, from its return (or the start) until it is preempted."""

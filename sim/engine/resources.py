@@ -4,9 +4,11 @@
 (:func:`memory_parts`): the state — x, the protocol's arrays and a round's temporaries,
 as the protocol declares them (:meth:`protocols.base.Protocol.footprint`) — or the
 initial draw, whichever is larger; the recorder's float64 column blocks; the per-peer
-tables; the protocol's graph; and on the network clock the flow network and one round's
-flows. The figures are upper bounds: ``tests/integration/test_resources.py`` checks
-measured ≤ estimate ≤ 3 × measured on runs of every protocol.
+tables; the protocol's graph; on the network clock the flow network and one round's
+flows; and with a training ``workload`` its data, optimizer state and a step's
+temporaries (:func:`training_bytes`, both clocks). The figures are upper bounds:
+``tests/integration/test_resources.py`` checks measured ≤ estimate ≤ 3 × measured on runs
+of every protocol (``tests/integration/test_training_network.py`` on training runs).
 
 :func:`check_memory` refuses a run whose estimate exceeds the limit: by default the
 memory available now (psutil), else :func:`memory_limit` (the CLI's ``--max-memory``)
@@ -109,7 +111,7 @@ def memory_parts(scenario: Scenario) -> MemoryEstimate:
     arrays plus the recorder's float64 blocks: a converted block, and one more per
     restriction to existing or present peers); ``peers``; ``tables`` (the protocol's);
     ``network`` (peers' flow-network entries, a round's planned and in-flight flows);
-    ``runtime``.
+    ``training`` with a workload (:func:`training_bytes`); ``runtime``.
     """
     n, dim = peer_count(scenario), scenario.vector.dim
     itemsize = np.dtype(scenario.vector.dtype).itemsize
@@ -123,9 +125,55 @@ def memory_parts(scenario: Scenario) -> MemoryEstimate:
     if scenario.clock == "network":
         flows = PLANNED_FLOW_BYTES * fp.flows_per_round + FLOW_BYTES * fp.flows_in_flight
         parts["network"] = NET_PEER_BYTES * n + flows
+    if scenario.workload.name != "none":
+        parts["training"] = training_bytes(scenario)
     compiled = COMPILED_BYTES if takes_compiled_path(scenario, n) else 0
     parts["runtime"] = float(RUNTIME_BYTES + compiled)
     return MemoryEstimate(parts)
+
+
+def training_bytes(scenario: Scenario) -> float:
+    """A training workload's memory besides the state, bytes (an upper bound):
+
+    - the optimizer's momentum buffers, (n, dim) in the state's dtype (``momentum`` > 0);
+    - a step's temporaries: the models and the update, (n, dim) each in the state's
+      dtype, plus their float64 copies for the metrics (the models of a recorded row);
+    - ``logistic``: the data as loaded and standardised (float64, four copies of
+      samples × (features + 1) at the peak of the set-up, one more in the state's dtype
+      when it is narrower), labels, sample weights and the split's index arrays; a
+      minibatch's (or the metrics' local losses') gather, three blocks of at most
+      ``GATHER_ELEMENTS`` elements, its (n, batch) indices and weights, and the local
+      losses' (n, largest share) padded indices and weights (a full batch pads alike);
+    - ``quadratic``: H (dim², float64, and its QR's three temporaries), the local optima
+      (n, dim) float64 twice (with their spread), one more copy in the state's dtype
+      when it is narrower, and the noise draw.
+    """
+    from sim.kernels._xp import GATHER_ELEMENTS
+    from sim.model.scenario.workload import LogisticWorkload
+
+    workload = scenario.workload
+    n, dim = peer_count(scenario), scenario.vector.dim
+    itemsize = np.dtype(scenario.vector.dtype).itemsize
+    narrow = itemsize < 8
+    elements = float(n) * dim
+    total = elements * (2 * itemsize + 2 * 8)  # models and update; float64 metrics copies
+    if workload.optimizer.momentum > 0:  # type: ignore[union-attr]
+        total += elements * itemsize
+    if isinstance(workload, LogisticWorkload):
+        from sim.model.training.data import data_shape
+
+        samples, features, _classes = data_shape(workload)
+        table = float(samples) * (features + 1)
+        total += table * (4 * 8 + (itemsize if narrow else 0)) + 48.0 * samples + 32.0 * n
+        share = samples if workload.split != "iid" else -(-samples // n) + 1  # the largest
+        batch = share if workload.batch_size is None else workload.batch_size
+        gather = min(float(n) * max(batch, share) * (features + 1), float(GATHER_ELEMENTS))
+        # gathers; a minibatch's indices and weights, or the padded shares of a full batch
+        # and of the metrics' local losses (index, weights, mask, positions), not both at once
+        total += 3 * gather * 8 + 32.0 * n * max(batch, share)
+    else:
+        total += 4.0 * dim * dim * 8 + elements * (3 * 8 + (itemsize if narrow else 0))
+    return total
 
 
 def takes_compiled_path(scenario: Scenario, n: int) -> bool:
@@ -259,6 +307,9 @@ def culprit(
     if found is not None:
         return found
     n, dim = peer_count(scenario), scenario.vector.dim
+    training = _training_culprit(scenario, estimate)
+    if training is not None:
+        return training
     if dim > n and estimate.parts["state"] >= _variable(estimate) / 2:
         return Culprit("vector.dim", dim, "lower vector.dim")
     return Culprit("peers.count", scenario.peers.count, "lower peers.count")
@@ -300,6 +351,21 @@ def _wire_culprit(scenario: Scenario, estimate: MemoryEstimate, limit: float) ->
     ratio = _variable(estimate) / max(_variable(parts), 1.0)
     if ratio >= CULPRIT_FACTOR or parts.nbytes <= limit < estimate.nbytes:
         return Culprit("vector.wire_bytes", size, "lower vector.wire_bytes")
+    return None
+
+
+def _training_culprit(scenario: Scenario, estimate: MemoryEstimate) -> Culprit | None:
+    """What to blame when the training part is most of the estimate, or None: a generated
+    data set's ``workload.samples``; a quadratic's ``vector.dim`` when its dim × dim
+    Hessian outweighs the peers' (n, dim) buffers (dim > n)."""
+    workload = scenario.workload
+    if estimate.parts.get("training", 0.0) < _variable(estimate) / 2:
+        return None
+    if getattr(workload, "data", None) == "classification":
+        return Culprit("workload.samples", workload.samples, "lower workload.samples")  # type: ignore[union-attr]
+    dim = scenario.vector.dim
+    if workload.name == "quadratic" and dim > peer_count(scenario):
+        return Culprit("vector.dim", dim, "lower vector.dim")
     return None
 
 

@@ -6,6 +6,13 @@ time-0 step has applied and the first row is recorded, then only samples: every
 now (:meth:`~sim.engine.network.NetworkEngine.sync`) and measures, until a stop rule
 fires. ``rounds`` counts whole seconds elapsed. The exact-target tracker times crossings
 between samples (its predicted crossings are timers in simulated time).
+
+With a ``workload`` the run's gradient steps (:class:`~sim.engine.training_net.
+GradientSlots`) are built with the clock; the schedule uses them (gradient clocks on an
+edge clock, the local work of the peer loops), and the result gets the ``training``
+table (each peer's gradient steps). Training metrics are sampled with the rest; a
+sample at T then waits one zero-delay timeout, so that the steps whose slots end at T
+(scheduled before it) are in its row.
 """
 
 from __future__ import annotations
@@ -13,14 +20,16 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections.abc import Generator
-from typing import Any
+from typing import Any, ClassVar
 
+import pandas as pd
 import simpy
 
 from sim.engine.base import Progress
 from sim.engine.netclock import NetworkClock
 from sim.engine.network import NetworkEngine
 from sim.engine.observe.wiring import timer
+from sim.engine.training_net import GradientSlots, gradient_slots, training_table
 
 
 class SampledEngine(NetworkEngine):
@@ -30,9 +39,16 @@ class SampledEngine(NetworkEngine):
     :meth:`~sim.engine.network.NetworkEngine.update_counters`.
     """
 
+    #: With a workload: every present peer steps every ``compute`` seconds, endlessly
+    #: (edge clocks), rather than in runs of ``local_steps`` the schedule starts.
+    gradient_clock: ClassVar[bool] = False
+    #: The run's gradient steps (None without a workload), built with the clock.
+    gradients: GradientSlots | None = None
+
     def process(self, progress: Progress | None) -> Generator[simpy.Event, Any, None]:
         """Start the schedule, then sample until a stop rule fires."""
         clock = self.network_clock()
+        self.gradients = gradient_slots(self, clock, self.gradient_clock)
         stop, every = self.scenario.stop, self.scenario.metrics.every
         yield self.env.timeout(0)  # let the churn process apply its time-0 step first
         done = self.observe(clock.present, first=True)
@@ -45,6 +61,8 @@ class SampledEngine(NetworkEngine):
             if stop.max_rounds is not None and self.env.now < stop.max_rounds:
                 at = min(at, float(stop.max_rounds))
             yield self.env.timeout(max(at - self.env.now, 0.0))
+            if self.gradients is not None:  # the steps that end now come first
+                yield self.env.timeout(0)
             self.update_counters()
             self.sync()
             done = self.observe(clock.present)
@@ -53,6 +71,13 @@ class SampledEngine(NetworkEngine):
     @abstractmethod
     def start(self, clock: NetworkClock) -> None:
         """Start the schedule's processes (after the first row)."""
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """``traffic``; with a workload, ``training`` (each peer's gradient steps)."""
+        tables = super().tables()
+        if self.trainer is not None:
+            tables["training"] = training_table(self.trainer)
+        return tables
 
     def now(self) -> tuple[int, float]:
         """(round, time) of a change now: rounds are whole seconds."""

@@ -1,5 +1,7 @@
 """Training on the rounds clock: local steps between averaging rounds (issue 14).
 
+(The network clock's steps, which take ``compute`` seconds: :mod:`sim.engine.training_net`.)
+
 With a ``workload``, each round of the rounds clock is (:class:`RoundTraining`):
 
 1. churn and the rejoin rule, as without one; peers that came back also get the
@@ -29,6 +31,7 @@ import pandas as pd
 from protocols.base import Protocol
 from protocols.contract import State
 from sim.engine.observe.tracker import Tracker
+from sim.engine.training_net import training_table
 from sim.model.scenario.models import Scenario
 from sim.model.scenario.workload import is_training
 from sim.model.training import Deltas, Trainer, build_trainer, start_vectors
@@ -92,8 +95,7 @@ class RoundTraining:
 
     def table(self) -> pd.DataFrame:
         """One row per peer: its gradient steps (the ``training`` table)."""
-        steps = self.trainer.sgd.steps
-        return pd.DataFrame({"peer": np.arange(steps.size), "grad_steps": steps.copy()})
+        return training_table(self.trainer)
 
 
 def returning(previous: np.ndarray, present: np.ndarray) -> np.ndarray:

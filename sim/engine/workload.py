@@ -73,7 +73,8 @@ def _rounds_bound(scenario: Scenario, fp: Any) -> tuple[float, str]:
     rounds, bound = _or_inf(stop.max_rounds), "rounds (stop.max_rounds)"
     if stop.max_time is not None:
         round_s = shortest_round_s(scenario, fp.round_bytes_per_peer)
-        by_time = math.ceil(stop.max_time / round_s) if round_s > 0 else math.inf
+        quotient = stop.max_time / round_s if round_s > 0 else math.inf
+        by_time = math.ceil(quotient) if math.isfinite(quotient) else math.inf
         if by_time < rounds:  # rounds that start before max_time
             rounds = by_time
             bound = f"rounds of ≥ {units.format_duration(round_s)} in stop.max_time"

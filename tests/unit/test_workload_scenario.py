@@ -59,8 +59,8 @@ def test_the_resolved_scenario_round_trips_through_its_dump():
         ({"name": "logistic"}, {"vector.dim": 64},
          "vector.dim: expected 650, the logistic model's parameters ((features 64 + 1) × "
          "classes 10), or no vector.dim, got 64"),
-        ({"name": "logistic"}, {"clock": "network", "stop.max_time": 5},
-         "workload.name: expected none with clock: network"),
+        ({"name": "logistic", "overlap": True}, {"clock": "network", "stop.max_time": 5},
+         "workload.overlap: expected false with clock: network"),
         ({"name": "quadratic"}, {"vector.dtype": "float16"},
          "vector.dtype: expected float64 or float32 with a workload, got 'float16'"),
         ({"name": "logistic"}, {"peers.count": 2000},

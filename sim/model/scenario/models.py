@@ -46,7 +46,7 @@ class Section(BaseModel):
 #: ``peers.compute``: what it means (the schema and ``--help`` show it).
 COMPUTE_DESCRIPTION = (
     "seconds of local work per averaging step (schedule: async; 0: averaging back to back; "
-    "barrier rounds ignore it)"
+    "barrier rounds ignore it); with a workload: seconds per gradient step, on every schedule"
 )
 
 

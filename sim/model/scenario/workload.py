@@ -4,7 +4,10 @@
 training workload gives every peer an objective f_i and a local optimizer (SGD with
 momentum, weight decay and a learning-rate schedule): on the rounds clock each present
 peer takes ``local_steps`` gradient steps, then the protocol averages once
-(:mod:`sim.engine.training`).
+(:mod:`sim.engine.training`). On the network clock each step takes ``peers.compute``
+seconds (:mod:`sim.engine.training_net`): barrier rounds, collectives and the peer loops
+of ``schedule: async`` average after every ``local_steps`` steps; the edge-clock
+protocols (pairwise_gossip, push_sum, a2cid2) exchange in parallel with the steps.
 
 - ``quadratic``: f_i(x) = ½‖A x − y_i‖²/m = ½(x − x_i*)ᵀH(x − x_i*), H = AᵀA/m with
   eigenvalues from 1/``condition`` to 1 (L = 1); the local optima x_i* spread around
@@ -96,7 +99,11 @@ class _Training(_Section):
 
     name: str
     local_steps: int = Field(
-        default=1, ge=1, le=MAX_LOCAL_STEPS, description="gradient steps per averaging round (H)"
+        default=1,
+        ge=1,
+        le=MAX_LOCAL_STEPS,
+        description="gradient steps per averaging round (H); network clock: per averaging "
+        "step (edge-clock protocols: ignored, their steps run on a clock of their own)",
     )
     optimizer: Sgd = Field(default_factory=Sgd)
     init: Literal["zeros", "same", "each"] = Field(
@@ -289,10 +296,12 @@ def resolve(scenario: Any) -> Any:
     """``scenario`` with what its workload derives filled in, or a ScenarioError.
 
     Without a workload only ``metrics.targets`` is checked (no loss target). With one:
-    the clock must be ``rounds``; ``vector.dtype`` float64 or float32; ``vector.dim``
-    equals the model's parameters (filled in when not given); ``stop.target_var``
-    defaults to none (the peers start equal: var is 0 at once); a schedule that decays
-    gets ``total_steps`` = ``stop.max_rounds`` × ``local_steps`` when not given.
+    ``overlap`` only on the rounds clock; ``vector.dtype`` float64 or float32;
+    ``vector.dim`` equals the model's parameters (filled in when not given);
+    ``stop.target_var`` defaults to none (the peers start equal: var is 0 at once); a
+    schedule that decays gets ``total_steps`` = ``stop.max_rounds`` × ``local_steps``
+    when not given and rounds are averaging rounds (:func:`rounds_are_rounds`); else it
+    must be given.
     """
     workload, updates = scenario.workload, {}
     if not is_training(workload):
@@ -301,9 +310,10 @@ def resolve(scenario: Any) -> Any:
                 expected = "a variance threshold (loss targets need a workload)"
                 raise ScenarioError(f"metrics.targets.{index}", target.model_dump(), expected)
         return scenario
-    if scenario.clock != "rounds":
-        expected = "none with clock: network (training runs on the rounds clock for now)"
-        raise ScenarioError("workload.name", workload.name, expected)
+    if scenario.clock != "rounds" and workload.overlap:
+        expected = "false with clock: network (steps take compute seconds there; the edge-"
+        expected += "clock protocols already exchange in parallel with them)"
+        raise ScenarioError("workload.overlap", True, expected)
     check_no_float16(scenario.vector.dtype)
     vector = _vector(scenario.vector, workload, scenario.peers.count + scenario.churn.joining)
     if vector is not scenario.vector:
@@ -311,7 +321,7 @@ def resolve(scenario: Any) -> Any:
     stop = _stop(scenario.stop)
     if stop is not scenario.stop:
         updates["stop"] = stop
-    optimizer = _horizon(workload, stop)
+    optimizer = _horizon(workload, stop, rounds_are_rounds(scenario))
     if optimizer is not workload.optimizer:
         updates["workload"] = workload.model_copy(update={"optimizer": optimizer})
     return scenario.model_copy(update=updates) if updates else scenario
@@ -369,11 +379,33 @@ def _stop(stop: Any) -> Any:
     return stop.model_copy(update={"target_var": None})
 
 
-def _horizon(workload: Any, stop: Any) -> Any:
-    """The optimizer with ``total_steps`` filled in for a decaying schedule."""
+def rounds_are_rounds(scenario: Any) -> bool:
+    """Whether ``stop.max_rounds`` counts averaging rounds: the rounds clock, and barrier
+    rounds on the network clock (``schedule: barrier``, or a collective); else (continuous
+    time, the peer loops of ``schedule: async``) it counts seconds."""
+    if scenario.clock == "rounds":
+        return True
+    import protocols
+    from protocols.base import BarrierProtocol
+
+    cls = protocols.get(scenario.protocol.name)
+    if not issubclass(cls, BarrierProtocol):
+        return False
+    return scenario.schedule == "barrier" or bool(cls.collective)
+
+
+def _horizon(workload: Any, stop: Any, rounds: bool = True) -> Any:
+    """The optimizer with ``total_steps`` filled in for a decaying schedule (``rounds``:
+    ``stop.max_rounds`` counts averaging rounds, each ``local_steps`` steps)."""
     optimizer = workload.optimizer
     if optimizer.schedule == "constant" or optimizer.total_steps is not None:
         return optimizer
+    if not rounds:
+        expected = (
+            f"a peer's number of steps for schedule: {optimizer.schedule} (here "
+            "stop.max_rounds counts seconds and a peer's steps depend on its compute)"
+        )
+        raise ScenarioError("workload.optimizer.total_steps", None, expected)
     if stop.max_rounds is None:
         expected = f"a number of steps for schedule: {optimizer.schedule} (no stop.max_rounds)"
         raise ScenarioError("workload.optimizer.total_steps", None, expected)
@@ -395,5 +427,6 @@ __all__ = [
     "is_training",
     "loss_targets",
     "resolve",
+    "rounds_are_rounds",
     "var_targets",
 ]
