@@ -10,7 +10,7 @@
   (target ≥ 0.1); both also with the default ``stop.target_var: 1e-9`` (the exact-target
   tracker shown every exchange, in segments; A²CiD²'s rows decay between exchanges, and
   its crossings between them are timed too), and A²CiD² with it on the general path.
-  Each also with the closed-form fast path off (:data:`protocols._solo_exchanges.ENABLED`;
+  Each also with the closed-form fast path off (:data:`protocols._solo_exchanges.settings.ENABLED`;
   every exchange as flows, one ring at a time: the figure before issue 13), for
   ``E1_SECONDS / 4``, in the same run.
 - E2 (performance.md): a2cid2 on a ring of N = 4096, dim = 16, 100 time units:
@@ -91,11 +91,11 @@ def network_exchanges_per_s(
             "metrics": {"every": seconds},
         }
     )
-    enabled, solo.ENABLED = solo.ENABLED, fast
+    enabled, solo.settings.ENABLED = solo.settings.ENABLED, fast
     try:
         summary = sim.run(scenario, seed=0).summary
     finally:
-        solo.ENABLED = enabled
+        solo.settings.ENABLED = enabled
     exchanges = summary["messages"] // 2
     return exchanges / summary["wall_time_s"], exchanges
 

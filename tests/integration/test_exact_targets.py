@@ -74,7 +74,7 @@ def assert_close(got: dict[str, float], var: float, var_alive: float) -> None:
 def test_network_clock_tracker_matches_brute_force_after_every_change(protocol, churn, monkeypatch):
     # one change at a time (the closed-form segments show the tracker batches instead:
     # tests/property/test_solo_exchanges.py checks those against one at a time)
-    monkeypatch.setattr(solo, "ENABLED", False)
+    monkeypatch.setattr(solo.settings, "ENABLED", False)
     run = engine_for(scenario(protocol, "network", churn), 0)
     tracker = run.tracker
     tracker.trace = []

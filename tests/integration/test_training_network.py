@@ -340,8 +340,8 @@ def test_the_closed_form_exchange_path_gives_the_general_paths_training_run(
     out = []
     for enabled in (False, True):
         log: list = []
-        monkeypatch.setattr(solo, "ENABLED", enabled)
-        monkeypatch.setattr(solo, "EXCHANGES", log)
+        monkeypatch.setattr(solo.settings, "ENABLED", enabled)
+        monkeypatch.setattr(solo.settings, "EXCHANGES", log)
         out.append((sim.run(sc, seed=3), sorted(log)))
     assert applied > 0  # the fast path ran
     (a, log_a), (b, log_b) = out

@@ -62,8 +62,8 @@ def run_both(data: dict, seed: int, monkeypatch: pytest.MonkeyPatch) -> tuple[li
     out = []
     for enabled in (False, True):
         log: list = []
-        monkeypatch.setattr(solo, "ENABLED", enabled)
-        monkeypatch.setattr(solo, "EXCHANGES", log)
+        monkeypatch.setattr(solo.settings, "ENABLED", enabled)
+        monkeypatch.setattr(solo.settings, "EXCHANGES", log)
         out.append((sim.run(sim.scenario_from_mapping(data), seed=seed), sorted(log)))
     return out, applied[0], seen
 

@@ -1,4 +1,4 @@
-"""The closed-form fast path of the edge-clock exchanges (protocols/_solo_exchanges.py)
+"""The closed-form fast path of the edge-clock exchanges (protocols/_solo_exchanges/)
 against the general flow path: random workloads run both ways give the same exchanges
 at the same times, the same vectors, rows, summaries and traffic, bit for bit; and the
 pieces it rests on (exact landing on a time, the closed form of a flow alone, the ring
@@ -111,8 +111,8 @@ def run_both(data: dict, seed: int, monkeypatch: pytest.MonkeyPatch) -> tuple[tu
     monkeypatch.setattr(solo.SoloExchanges, "commit", counting)
     for enabled in (False, True):
         log: list = []
-        monkeypatch.setattr(solo, "ENABLED", enabled)
-        monkeypatch.setattr(solo, "EXCHANGES", log)
+        monkeypatch.setattr(solo.settings, "ENABLED", enabled)
+        monkeypatch.setattr(solo.settings, "EXCHANGES", log)
         out.append((sim.run(scenario, seed=seed), sorted(log)))
     return out[0], out[1], applied
 
@@ -169,7 +169,7 @@ def test_segment_limits_and_refusals_change_nothing(name, knob, monkeypatch):
         if key == "refuse":
             monkeypatch.setattr(solo.SoloExchanges, "_safe", lambda *args: False)
         else:
-            monkeypatch.setattr(solo, key, value)
+            monkeypatch.setattr(solo.settings, key, value)
     general, fast, applied = run_both(data, 3, monkeypatch)
     assert_same(general, fast)
     if "refuse" in knob:

@@ -88,9 +88,7 @@ def test_network_clock_flows_carry_the_compressed_messages(name, method, monkeyp
     monkeypatch.setattr(FlowNetwork, "send", recording)
     count_solo = FlowNetwork.count_solo
 
-    def counting(
-        self, src, dst, nbytes
-    ):  # flows timed in closed form (protocols/_solo_exchanges.py)
+    def counting(self, src, dst, nbytes):  # flows timed in closed form (protocols/_solo_exchanges/)
         sizes.extend([nbytes] * len(src))
         return count_solo(self, src, dst, nbytes)
 

@@ -1,0 +1,33 @@
+"""Knobs of the closed-form exchange path (:mod:`protocols._solo_exchanges`); tests and
+benchmarks set them."""
+
+from __future__ import annotations
+
+#: Module switch: False runs every exchange through the general path (tests, benchmarks).
+ENABLED = True
+#: When a list, every completed exchange of either path is appended to it as
+#: (i, j, start, end) seconds (tests compare the two paths' completion times).
+EXCHANGES: list[tuple[int, int, float, float]] | None = None
+#: Most rings planned in one segment (bounds the memory of a plan, ≈ 130 bytes a ring),
+#: per :data:`SEGMENT_PEERS` peers (at least once, at most :data:`SEGMENT_SCALE` times):
+#: the exchanges in flight at a segment's end go out as flows, and there are more of
+#: them the more peers ring, so a fixed length would put a share ∝ N of the exchanges on
+#: the general path (measured at 10^5 peers: 0.30 → 0.17 CPU s per simulated second).
+SEGMENT_RINGS = 1 << 16
+SEGMENT_PEERS = 1 << 14
+SEGMENT_SCALE = 4
+#: Rings planned between two looks at the run's interrupt (its environment's ``_poll``,
+#: :class:`sim.engine.observe.observer.PolledEnvironment`, which looks every 256
+#: events; a ring costs at least one event on the general path).
+POLL_RINGS = 256
+#: Peers up to which a plan reads the presence mask as a list (faster per ring; above,
+#: copying it for a short segment would cost more than the rings).
+LIST_PEERS = 16384
+#: Rings handled one at a time after a segment could not be planned, before the next try.
+RETRY_RINGS = 32
+#: With a watcher, a segment's rows before and after every exchange are kept until the
+#: watcher has taken them: at most this many elements (``rings × dim``) per segment.
+WATCHED_ELEMENTS = 1 << 20
+#: Two finishes closer than this many flow-size windows (``REL_EPS × transfer time``)
+#: refuse a segment (the factor covers the round-off of the comparison).
+NEAR_FACTOR = 4.0
