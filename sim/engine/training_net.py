@@ -52,6 +52,7 @@ import simpy
 from protocols.base import Protocol
 from protocols.contract import State
 from sim.engine.observe.tracker import Tracker
+from sim.engine.trace import Tracer
 from sim.model.training import Trainer
 
 #: ``left`` of a gradient clock that never ends (edge-clock protocols).
@@ -88,8 +89,10 @@ class GradientSlots:
 
     def __init__(self, env: simpy.Environment, trainer: Trainer, state: State,
                  protocol: Protocol, tracker: Tracker, compute_s: np.ndarray,
-                 rejoin: str, init: str, endless: bool = False) -> None:  # fmt: skip
+                 rejoin: str, init: str, endless: bool = False,
+                 tracer: Tracer | None = None) -> None:  # fmt: skip
         self.env, self.trainer, self.state = env, trainer, state
+        self.tracer = tracer
         self.protocol, self.tracker = protocol, tracker
         self.compute_s = np.asarray(compute_s, dtype=float)
         self.rejoin, self.init, self.endless = rejoin, init, endless
@@ -163,6 +166,8 @@ class GradientSlots:
         now = float(self.env.now)
         self.protocol.sync_rows(self.state, rows, now)
         self.tracker.change(rows, lambda: self.trainer.steps(self.state, rows, 1))
+        if self.tracer is not None:
+            self._trace(rows, now)
         for peer in rows.tolist():
             left = int(self.left[peer])
             if left == ENDLESS or left > 1:
@@ -173,6 +178,15 @@ class GradientSlots:
             done = self._finished.pop(peer, None)
             if done is not None:
                 done.succeed(True)
+
+    def _trace(self, rows: np.ndarray, now: float) -> None:
+        """A ``step`` slice per peer of ``rows``: its slot, up to ``now``, with its step count."""
+        assert self.tracer is not None
+        taken = self.trainer.sgd.steps
+        for peer in rows.tolist():
+            start = now - float(self.compute_s[peer])
+            args = {"step": int(taken[peer])}
+            self.tracer.slice(peer, "gradient step", "step", start, now, args)
 
     # -- presence (a listener of the network clock) --------------------------------------
     def down(self, peers: np.ndarray) -> None:
@@ -203,7 +217,7 @@ def gradient_slots(engine: Any, clock: Any, endless: bool = False) -> GradientSl
     compute = engine.peers["compute"].to_numpy(float)
     slots = GradientSlots(
         engine.env, trainer, engine.state, engine.protocol, engine.tracker, compute,
-        scenario.churn.rejoin, scenario.workload.init, endless,
+        scenario.churn.rejoin, scenario.workload.init, endless, engine.tracer,
     )  # fmt: skip
     clock.listeners.append(slots)
     return slots

@@ -223,7 +223,42 @@ def test_barrier_rounds_are_slices_on_the_peers_present_when_they_start(barrier_
         assert all(a[0] + a[1] <= b[0] for a, b in itertools.pairwise(mine))
 
 
-@pytest.mark.parametrize("make", [moshpit, gossip])
+def training(protocol="a2cid2", **changes):
+    """4 peers training a logistic regression, each step 0.2-0.5 s (edge clocks: steps in
+    parallel with the exchanges; moshpit: H steps, then a group, in each peer's loop)."""
+    groups = {"group_size": 2, "grid_dims": 1} if protocol == "moshpit" else {}
+    return moshpit(
+        peers={"count": 4, "upload": "100 Mbit/s", "download": "100 Mbit/s", "latency": "10 ms",
+               "compute": {"dist": "uniform", "low": "0.2 s", "high": "0.5 s"}},
+        churn={"model": "none"}, vector={}, schedule="async",
+        protocol={"name": protocol, **groups},
+        workload={"name": "logistic", "split": "iid", "batch_size": 8, "local_steps": 2},
+        stop={"max_time": "3 s", "max_rounds": None, "target_var": None}, **changes,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("protocol", ["a2cid2", "moshpit"])
+def test_gradient_steps_are_slices_of_their_compute_time(protocol):
+    run = traced(training(protocol))
+    steps = slices(run.trace, "step")
+    compute = run.peers["compute"].to_numpy(float)
+    taken = run.extra_tables["training"].set_index("peer")["grad_steps"]
+    tracks = peer_of(run.trace, 4)
+    per_peer = Counter(tracks[e["tid"]] for e in steps)
+    assert dict(per_peer) == {p: int(taken[p]) for p in range(4) if taken[p]}
+    assert sum(per_peer.values()) > 8
+    for e in steps:
+        assert e["name"] == "gradient step"
+        assert abs(e["dur"] - compute[tracks[e["tid"]]] * 1e6) <= 1  # whole microseconds
+    for peer in range(4):  # the k-th slice of a peer is its k-th step, back to back or later
+        mine = sorted(
+            (e["ts"], e["dur"], e["args"]["step"]) for e in steps if tracks[e["tid"]] == peer
+        )
+        assert [s for _, _, s in mine] == list(range(1, len(mine) + 1))
+        assert all(a[0] + a[1] <= b[0] + 1e-3 for a, b in itertools.pairwise(mine))
+
+
+@pytest.mark.parametrize("make", [moshpit, gossip, training])
 def test_tracing_changes_nothing(make):
     plain, recorded = sim.run(make()), traced(make())
     pd.testing.assert_frame_equal(plain.metrics, recorded.metrics)
