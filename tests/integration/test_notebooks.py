@@ -19,6 +19,11 @@ SMALL = {
         "REPEATS = 1\nPEER_COUNTS = [64, 128]\nWORKERS = 1\n"
         'OUT = "{tmp}/out"\n'
     ),
+    "moshpit_sgd.ipynb": (
+        'SWEEP = "{root}/scenarios/paper/moshpit_sgd_preemptible.yaml"\n'
+        'PEERS = 16\nREPEATS = 1\nMAX_TIME = 30\nRATES = ["1/min", "4/min"]\nWORKERS = 1\n'
+        "OUT = None\n"
+    ),
     "moshpit_vs_ring.ipynb": (
         'SWEEP = "{root}/scenarios/moshpit_vs_ring.yaml"\nPEERS = 16\nDIM = 4096\nMAX_TIME = 60\n'
     ),
