@@ -27,6 +27,10 @@ SMALL = {
     "moshpit_vs_ring.ipynb": (
         'SWEEP = "{root}/scenarios/moshpit_vs_ring.yaml"\nPEERS = 16\nDIM = 4096\nMAX_TIME = 60\n'
     ),
+    "training.ipynb": (
+        'SWEEP = "{root}/scenarios/training_network.yaml"\nPEERS = 8\nMAX_TIME = 10\nREPEATS = 1\n'
+        "EXTRA = True\nWORKERS = 1\n"
+    ),
 }
 
 
