@@ -10,6 +10,11 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SMALL = {
+    "a2cid2_training.ipynb": (
+        'SWEEP = "{root}/scenarios/paper/a2cid2_training.yaml"\n'
+        "PEER_COUNTS = [8, 16]\nREPEATS = 1\nMAX_TIME = 30\nWORKERS = 1\n"
+        "OUT = None\nRESULTS = None\n"
+    ),
     "async_swarm.ipynb": (
         'SWEEP = "{root}/scenarios/async_vs_barrier.yaml"\nPEERS = 16\nDIM = 1024\nMAX_TIME = 20\n'
         "CELL = 1\n"
