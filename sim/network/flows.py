@@ -244,6 +244,7 @@ class FlowNetwork:
         active[key] = flow
         flow.nbytes, flow.remaining, flow.keep = nbytes, nbytes, keep
         flow.phase, flow.end_s, flow.bytes_sent = BANDWIDTH, math.nan, 0.0
+        flow.latency_s = 0.0  # no route latency, as send(latency=False) gives a new piece
         flow.done, flow.start_s = simpy.Event(self.env), now
         self._core.refill(flow, key, now)  # flow.id is key from here on
         self._in_flight[flow.src][key] = flow

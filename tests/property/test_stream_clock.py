@@ -228,3 +228,24 @@ def test_a_stream_alone_is_one_flow_in_the_network(solver):
     assert net.entered == 1
     assert (net.flows_started, net.flows_completed) == (4, 4)
     assert net.bytes_out[0] == pytest.approx(14.5)
+
+
+@pytest.mark.parametrize("solver", PATHS)
+def test_a_resumed_piece_is_what_a_new_piece_without_latency_would_be(solver):
+    # found by the stateful network test: a resumed piece kept its first piece's route
+    # latency, so a piece failing in its bandwidth phase looked as if it failed in its latency
+    env = simpy.Environment()
+    net = FlowNetwork(env, np.full(2, 100.0), np.full(2, 100.0), np.full(2, 0.05), solver=solver)
+    first = net.send(0, 1, 100.0, keep=True)
+    env.run(first.done)
+    assert first.latency_s == 0.1
+    assert first.parked
+    piece = net.resume(first, 100.0, keep=True)
+    fresh = net.send(1, 0, 100.0, latency=False)
+    for field in ("latency_s", "start_s", "phase", "bytes_sent", "nbytes", "remaining"):
+        assert getattr(piece, field) == getattr(fresh, field), field
+    env.run(env.now + 0.5)
+    failed = min(net.fail_peer(1), key=lambda f: f.id)
+    assert failed is piece
+    assert failed.end_s >= failed.start_s + failed.latency_s
+    assert 0.0 < failed.bytes_sent < failed.nbytes
