@@ -19,8 +19,10 @@ they only ask others to lead. A preempted peer's board entry stays until it expi
 
 Every transition is a SimPy timeout callback carrying the peer's token; a callback of a
 stale token (the peer was preempted, or started a new attempt) does nothing, so an
-interruption never lands mid-transition. The design's decisions: ``docs/design.md``,
-"Asynchronous swarms".
+interruption never lands mid-transition. A search finds its leader through a per-key
+index of the board (:mod:`sim.engine._board_index`, O(log B) amortised); :data:`ENABLED`
+False scans and sorts the key's whole board instead (the reference: the same leader).
+The design's decisions: ``docs/design.md``, "Asynchronous swarms".
 """
 
 from __future__ import annotations
@@ -34,9 +36,14 @@ import numpy as np
 import simpy
 
 from protocols.contract import Matchmaking
+from sim.engine._board_index import Entry as _Entry
+from sim.engine._board_index import KeyIndex, Rank
 
 LOOKING, REQUESTING, FOLLOWING, DONE = "looking", "requesting", "following", "done"
-Rank = tuple[float, int]
+#: The switch, read when a :class:`Matchmaker` is built: True finds a search's leader
+#: with a per-key index (:mod:`sim.engine._board_index`), False by scanning and sorting
+#: the key's whole board (the reference; the same leader every time).
+ENABLED = True
 
 #: ``order(leader, members sorted by peer, rng, group_size) -> (members, chunks)``.
 Order = Callable[[int, np.ndarray, np.random.Generator, int], tuple[np.ndarray, np.ndarray]]
@@ -67,14 +74,6 @@ class Assembled:
     at_s: float
     #: Set by ``on_assembled``: the engine's record of the group's all-reduce.
     handle: Any = None
-
-
-@dataclass
-class _Entry:  # one declaration on the board (the DHT)
-    expiration: float
-    rank: Rank
-    visible_s: float
-    withdrawn_s: float = math.inf
 
 
 @dataclass
@@ -153,6 +152,8 @@ class Matchmaker:
         self.rng_of, self.on_assembled, self.order = rng_of, on_assembled, order
         self.on_too_small = on_too_small
         self.board: dict[int, dict[int, _Entry]] = {}
+        #: Each key's index of its board (None: the switch was off, scan the board).
+        self.index: dict[int, KeyIndex] | None = {} if ENABLED else None
         self.seekers: dict[int, _Seeker] = {}
         self.waiters: dict[int, set[int]] = {}
         self.inbox: dict[int, list[_Request]] = {}
@@ -219,7 +220,10 @@ class Matchmaker:
         if self.on_declare is not None:
             self.on_declare(s.peer, now, s.expiration, s.deadline)
         if not self.client[s.peer]:  # client-mode peers never lead: they do not declare
-            self.board.setdefault(s.key, {})[s.peer] = _Entry(s.expiration, s.rank, now + latency)
+            entry = _Entry(s.expiration, s.rank, now + latency)
+            self.board.setdefault(s.key, {})[s.peer] = entry
+            if self.index is not None:
+                self.index.setdefault(s.key, KeyIndex()).add(s.peer, entry)
             for w in sorted(self.waiters.get(s.key, ())):  # wake who ranks after us
                 ws = self.seekers.get(w)
                 if ws is not None and ws.rank > s.rank:
@@ -227,7 +231,18 @@ class Matchmaker:
         self._later(latency, self._search, s.peer, s.token)
         self._later(s.expiration - now, self._expire, s.peer, s.token, s.expiration)
 
+    def _first(self, s: _Seeker) -> tuple[Rank, int] | None:
+        """The earliest-ranked declaration ``s`` may ask to lead it now, or None."""
+        if self.index is None:
+            found = self._candidates(s)
+            return found[0] if found else None
+        index = self.index.get(s.key)
+        if index is None:
+            return None
+        return index.first(float(self.env.now), s.peer, s.rank, s.tried, self.board[s.key])
+
     def _candidates(self, s: _Seeker) -> list[tuple[Rank, int]]:
+        """Every declaration ``s`` may ask now, earliest first (the reference scan)."""
         now = float(self.env.now)
         return sorted(
             (e.rank, peer)
@@ -247,11 +262,11 @@ class Matchmaker:
         if self.env.now >= s.expiration:
             self._expire(peer, token, s.expiration)
             return
-        found = self._candidates(s)
-        if not found:  # wait: for our expiration, or an earlier newcomer
+        found = self._first(s)
+        if found is None:  # wait: for our expiration, or an earlier newcomer
             self.waiters.setdefault(s.key, set()).add(peer)
             return
-        rank, leader = found[0]
+        rank, leader = found
         s.tried.add((leader, rank[0]))
         self._request(s, leader)
 
