@@ -10,7 +10,7 @@ import numpy as np
 
 COMPONENTS = (
     "peers", "churn", "protocol", "init", "network", "rejoin", "membership", "matchmaking",
-    "workload",
+    "workload", "compute",
 )  # fmt: skip
 
 

@@ -111,7 +111,7 @@ class AsyncEngine(PeerLoopEngine):
         """The local work (:meth:`~sim.engine.peer_loops.PeerLoopEngine.local_work`) in
         phase ``compute``."""
         if self.gradients is None:  # one timeout, as _phase waits for it
-            yield from self._phase(peer, COMPUTE, self.env.timeout(self.local_s[peer]))
+            yield from self._phase(peer, COMPUTE, self.env.timeout(self.local_work_s(peer)))
             return
         self.book.begin(peer, COMPUTE, float(self.env.now))
         try:

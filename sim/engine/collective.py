@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+import numpy as np
 import simpy
 
 from protocols.base import BarrierProtocol, Protocol
@@ -41,6 +42,10 @@ class CollectiveEngine(BarrierEngine):
             return
         present = self.clock.present
         compute_s = self.peers["compute"].to_numpy(dtype=float)
-        wait_s = float(compute_s[present].max()) if present.any() else 0.0
+        if self.jitter.varies:  # this step's compute of each present peer, in peer order
+            draw, peers = self.jitter.compute_s, np.flatnonzero(present).tolist()
+            wait_s = max((draw(p, float(compute_s[p])) for p in peers), default=0.0)
+        else:
+            wait_s = float(compute_s[present].max()) if present.any() else 0.0
         if wait_s > 0:
             yield self.env.timeout(wait_s)

@@ -24,6 +24,7 @@ from sim.engine.base import Engine, Progress, frozen_heap
 from sim.engine.netclock import NetworkClock, TracedClock, TracedFlowNetwork
 from sim.engine.observe.wiring import WatchedRejoin, watched_churn
 from sim.engine.trace import ChurnTrace
+from sim.model.jitter import Jitter, jitter_for
 from sim.model.scenario.models import Scenario
 from sim.model.sites import routes_of
 from sim.network import FlowNetwork
@@ -45,6 +46,8 @@ class NetworkEngine(Engine):
         super().__init__(scenario, seed, interrupt)
         #: Built once, consumed by the churn process from the run's start.
         self.churn_schedule = self.schedule()
+        #: Each step's compute time (``peers.compute_jitter``; :class:`NoJitter`: exact).
+        self.jitter: Jitter = jitter_for(scenario.peers.compute_jitter, seed, len(self.peers))
 
     def network_clock(self) -> NetworkClock:
         """The flow network of the run's peers and the clock over it; starts churn.

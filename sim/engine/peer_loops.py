@@ -48,6 +48,7 @@ class PeerLoopEngine(SampledEngine):
         self.recorder.extra = lambda: self.book.row(float(self.env.now), self.exists)
         table = self.peers
         compute, self.delay_s = table["compute"].to_numpy(float), table["delay_s"].to_numpy(float)
+        self.compute_s = compute
         workload = scenario.workload
         #: Gradient steps per averaging step with a workload (``local_steps``).
         self.local_steps = int(getattr(workload, "local_steps", 1))
@@ -56,11 +57,18 @@ class PeerLoopEngine(SampledEngine):
         )
         self.loops: dict[int, simpy.Process] = {}
 
+    def local_work_s(self, peer: int) -> float:
+        """Seconds of ``peer``'s next local work without a workload: its ``compute``
+        (this step's, under ``compute_jitter``) + its ``delay``."""
+        if not self.jitter.varies:
+            return float(self.local_s[peer])
+        return self.jitter.compute_s(peer, float(self.compute_s[peer])) + float(self.delay_s[peer])
+
     def local_work(self, peer: int) -> Generator[simpy.Event, Any, None]:
         """``peer``'s local work before an averaging step (see the module doc)."""
         gradients = self.gradients
         if gradients is None:
-            yield self.env.timeout(self.local_s[peer])
+            yield self.env.timeout(self.local_work_s(peer))
             return
         yield gradients.run(peer, self.local_steps)
         delay = self.delay_s[peer]

@@ -53,6 +53,7 @@ from protocols.base import Protocol
 from protocols.contract import State
 from sim.engine.observe.tracker import Tracker
 from sim.engine.trace import Tracer
+from sim.model.jitter import Jitter, NoJitter
 from sim.model.training import Trainer
 
 #: ``left`` of a gradient clock that never ends (edge-clock protocols).
@@ -90,9 +91,10 @@ class GradientSlots:
     def __init__(self, env: simpy.Environment, trainer: Trainer, state: State,
                  protocol: Protocol, tracker: Tracker, compute_s: np.ndarray,
                  rejoin: str, init: str, endless: bool = False,
-                 tracer: Tracer | None = None) -> None:  # fmt: skip
+                 tracer: Tracer | None = None, jitter: Jitter | None = None) -> None:  # fmt: skip
         self.env, self.trainer, self.state = env, trainer, state
         self.tracer = tracer
+        self.jitter = NoJitter() if jitter is None else jitter
         self.protocol, self.tracker = protocol, tracker
         self.compute_s = np.asarray(compute_s, dtype=float)
         self.rejoin, self.init, self.endless = rejoin, init, endless
@@ -101,6 +103,8 @@ class GradientSlots:
         self.left = np.zeros(n, dtype=np.int64)
         self._batches: dict[float, _Batch] = {}
         self._batch_of: dict[int, _Batch] = {}
+        #: When each peer's current slot started (its steps' trace slices).
+        self.slot_start = np.zeros(n)
         #: Succeeds when a peer's run of slots ends (True) or is cancelled (False).
         self._finished: dict[int, simpy.Event] = {}
 
@@ -144,8 +148,9 @@ class GradientSlots:
 
     def _slot(self, peer: int) -> None:
         """``peer``'s next slot: a step ``compute`` seconds from now."""
-        delay = float(self.compute_s[peer])
-        at = float(self.env.now) + delay
+        delay = self.jitter.compute_s(peer, float(self.compute_s[peer]))
+        self.slot_start[peer] = now = float(self.env.now)
+        at = now + delay
         batch = self._batches.get(at)
         if batch is None:
             batch = self._batches[at] = _Batch(at)
@@ -184,7 +189,7 @@ class GradientSlots:
         assert self.tracer is not None
         taken = self.trainer.sgd.steps
         for peer in rows.tolist():
-            start = now - float(self.compute_s[peer])
+            start = float(self.slot_start[peer])
             args = {"step": int(taken[peer])}
             self.tracer.slice(peer, "gradient step", "step", start, now, args)
 
@@ -217,7 +222,7 @@ def gradient_slots(engine: Any, clock: Any, endless: bool = False) -> GradientSl
     compute = engine.peers["compute"].to_numpy(float)
     slots = GradientSlots(
         engine.env, trainer, engine.state, engine.protocol, engine.tracker, compute,
-        scenario.churn.rejoin, scenario.workload.init, endless, engine.tracer,
+        scenario.churn.rejoin, scenario.workload.init, endless, engine.tracer, engine.jitter,
     )  # fmt: skip
     clock.listeners.append(slots)
     return slots

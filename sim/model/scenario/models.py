@@ -49,6 +49,12 @@ COMPUTE_DESCRIPTION = (
     "barrier rounds ignore it); with a workload: seconds per gradient step, on every schedule"
 )
 
+JITTER_DESCRIPTION = (
+    "step-to-step variation of compute (network clock): each step's local work, or each "
+    "gradient step, takes compute × a lognormal factor of mean 1 and this coefficient of "
+    "variation, drawn per peer and step; 0: exactly compute every step"
+)
+
 
 class PeerClass(Section):
     """A class of peers: a fraction of the population whose values override the defaults."""
@@ -72,6 +78,7 @@ class Peers(Section):
     latency: PeerDuration = const(0.010)
     compute: PeerDuration = Field(default=const(1.0), description=COMPUTE_DESCRIPTION)
     delay: PeerDuration = const(0.0)
+    compute_jitter: float = Field(default=0.0, ge=0.0, le=10.0, description=JITTER_DESCRIPTION)
     classes: list[PeerClass] | None = None
 
     @field_validator("classes")
