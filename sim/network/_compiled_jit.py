@@ -162,6 +162,21 @@ def _cal_apply(n: int, st: State) -> None:
 
 # -- the flows on a resource ------------------------------------------------------------------
 @_jit
+def _unlink(r: int, f: int, k: int, pool: Any, epos: Any, ri: Any, meta: Any) -> None:
+    """Flow ``f`` (its resource ``k``) leaves ``r``'s list: the later entries shift down
+    one place, keeping their order."""
+    start, count = ri[r, BSTART], ri[r, NON]
+    for q in range(epos[f, k], start + count - 1):
+        a, b = pool[q], pool[q + 1]
+        a.slot, a.k, a.rate, a.lam, a.mark, a.bneck = (
+            b.slot, b.k, b.rate, b.lam, b.mark, b.bneck
+        )  # fmt: skip
+        epos[a.slot, a.k] = q
+    ri[r, NON] = count - 1
+    meta[NELEM] -= 1
+
+
+@_jit
 def _append(r: int, f: int, k: int, pool: Any, epos: Any, ri: Any, meta: Any) -> None:
     """Flow ``f`` (its resource ``k``), not rated yet, joins the end of ``r``'s list (the
     pool has room)."""
@@ -579,16 +594,7 @@ def _leave_all(n: int, now: float, st: State) -> None:
         meta[NACTIVE] -= 1
         for k in range(c.nres):
             r = res[f, k]
-            start, count = ri[r, BSTART], ri[r, NON]
-            j = epos[f, k]
-            for q in range(j, start + count - 1):  # shift the later entries down
-                a, b = pool[q], pool[q + 1]
-                a.slot, a.k, a.rate, a.lam, a.mark, a.bneck = (
-                    b.slot, b.k, b.rate, b.lam, b.mark, b.bneck
-                )  # fmt: skip
-                epos[a.slot, a.k] = q
-            ri[r, NON] = count - 1
-            meta[NELEM] -= 1
+            _unlink(r, f, k, pool, epos, ri, meta)
             if ri[r, S_TOUCH] != mark:
                 ri[r, S_TOUCH] = mark
                 sr[CHANGED, nch] = r
@@ -653,18 +659,9 @@ def refill(f: int, key: int, nbytes: float, now: float, st: State) -> float:
     c = st[1][f]
     for k in range(c.nres):
         r = res[f, k]
-        start, count = ri[r, BSTART], ri[r, NON]
-        j = epos[f, k]
-        e = pool[j]
+        e = pool[epos[f, k]]
         rate, lam, mark, bneck = e.rate, e.lam, e.mark, e.bneck
-        for q in range(j, start + count - 1):  # shift the later entries down
-            a, b = pool[q], pool[q + 1]
-            a.slot, a.k, a.rate, a.lam, a.mark, a.bneck = (
-                b.slot, b.k, b.rate, b.lam, b.mark, b.bneck
-            )  # fmt: skip
-            epos[a.slot, a.k] = q
-        ri[r, NON] = count - 1
-        meta[NELEM] -= 1
+        _unlink(r, f, k, pool, epos, ri, meta)
         _append(r, f, k, pool, epos, ri, meta)
         e = pool[epos[f, k]]
         e.rate, e.lam, e.mark, e.bneck = rate, lam, mark, bneck
