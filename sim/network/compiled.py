@@ -188,7 +188,10 @@ class CompiledCore:
         non = ri[:, 2]
         cap = np.where(non > 0, np.maximum(non, 4), 0)
         start = np.cumsum(cap) - cap
-        size = max(self.pool_size, 2 * (int(cap.sum()) + need))
+        # room for ``need`` and for as many entries as there are resources after it, so
+        # that this O(resources) compaction comes at most once per O(resources) entries
+        # appended (with few live flows on many resources it came at almost every call)
+        size = max(self.pool_size, 2 * (int(cap.sum()) + need), int(cap.sum()) + need + non.size)
         pool = np.zeros(size, old.dtype)
         used = np.flatnonzero(non)
         counts = non[used]
