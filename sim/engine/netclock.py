@@ -155,20 +155,14 @@ class NetworkClock:
             refused = self.env.timeout(self.net.routes.route(src, dst)[0])
             refused.callbacks.append(partial(self._on_refused, i, state))
             return
-        if state.cont is None:  # no stream in this plan
-            streamed = state.streamed is not None and state.streamed[i]
-            flow = self.net.send(src, dst, state.nbytes[i], latency=not streamed)
+        cont = -1 if state.cont is None else state.cont[i]  # the flow continuing i's stream
+        if stream is not None and stream.parked:
+            flow = self.net.resume(stream, state.nbytes[i], cont >= 0)
         else:
-            cont = state.cont[i]
-            if stream is not None and stream.parked:
-                flow = self.net.resume(stream, state.nbytes[i], cont >= 0)
-            else:
-                streamed = state.streamed is not None and state.streamed[i]
-                flow = self.net.send(
-                    src, dst, state.nbytes[i], latency=not streamed, keep=cont >= 0
-                )
-            if cont >= 0:
-                state.open[cont] = flow
+            streamed = state.streamed is not None and state.streamed[i]
+            flow = self.net.send(src, dst, state.nbytes[i], latency=not streamed, keep=cont >= 0)
+        if cont >= 0:
+            state.open[cont] = flow
         flow.done.callbacks.append(partial(self._on_end, i, state))
         if state.timeout_s is not None:
             limit = state.timeout_s[i]

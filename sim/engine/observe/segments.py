@@ -217,7 +217,7 @@ class Segmented:
         exponent = -self.rate * (at_s - self.reference_s)
         u = np.array([math.exp(e) for e in exponent.tolist()])  # as Decaying.u
         u_last = math.exp(-self.rate * (self.last_s - self.reference_s))
-        results = {}
+        results, variances = {}, {}  # the sums, and the variance, after each event
         for metric, moments in self.sets.items():
             inside = self.members[metric][rows].sum(axis=1)
             limit = min(limit, _first(inside == 1))
@@ -237,7 +237,7 @@ class Segmented:
             gamma = sums[2] - moments.bb / n
             value = alpha[1:] - 2 * beta[1:] * u + gamma[1:] * u * u
             level = self.targets.next_level(metric)
-            var = value / (n * self.dim)
+            var = variances[metric] = value / (n * self.dim)
             trigger = (np.abs(value) * DROP < moments.reference) | ~np.isfinite(value)
             if level is not None:
                 # at each event (a little early: the one-at-a-time path decides), and
@@ -255,12 +255,12 @@ class Segmented:
         while 0 < m < k_all and at_s[m - 1] == at_s[m]:
             m -= 1
         if m:
-            self._commit_decaying(flat[: 2 * m], fresh, results, m, at_s, u)
+            self._commit_decaying(flat[: 2 * m], fresh, results, variances, m, at_s)
         return m
 
     def _commit_decaying(
-        self, flat: np.ndarray, fresh: tuple[np.ndarray, ...], results: dict, m: int,
-        at_s: np.ndarray, u: np.ndarray,
+        self, flat: np.ndarray, fresh: tuple[np.ndarray, ...], results: dict, variances: dict,
+        m: int, at_s: np.ndarray,
     ) -> None:  # fmt: skip
         """Keep the first m events of decaying rows, then predict the stop target's
         crossing (its timer)."""
@@ -278,14 +278,8 @@ class Segmented:
             )  # fmt: skip
         if self.trace is not None:
             for k in range(m):
-                for metric, moments in self.sets.items():
-                    if moments.n:
-                        saa, sab, sbb = (r[k] for r in results[metric])
-                        n = moments.n
-                        alpha, beta = saa - moments.aa / n, sab - moments.ab / n
-                        gamma, uk = sbb - moments.bb / n, float(u[k])
-                        value = alpha - 2 * beta * uk + gamma * uk * uk
-                        self.trace.append((float(at_s[k]), metric, float(value / (n * self.dim))))
+                for metric, var in variances.items():  # the sets with members
+                    self.trace.append((float(at_s[k]), metric, float(var[k])))
         self.count += m
         self.last_s = float(at_s[m - 1])
         self.predict()
