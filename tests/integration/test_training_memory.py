@@ -74,33 +74,38 @@ def test_the_estimate_bounds_a_training_runs_peak(mapping):
     assert measured <= estimate.nbytes, report
 
 
-def test_data_beyond_max_memory_is_refused_in_one_line_naming_workload_samples(tmp_path):
+def refusal(tmp_path, scenario: str, limit: str) -> str:
+    """``avsim run`` of ``scenario`` under ``--max-memory limit``: refused before anything
+    is written, in one line (returned)."""
     path = tmp_path / "big.yaml"
-    path.write_text(
-        "name: big\npeers: {count: 8}\nprotocol: {name: all_reduce}\n"
-        "workload: {name: logistic, data: classification, samples: 2000000, features: 63}\n"
-        "stop: {max_rounds: 2}\n"
-    )
-    result = CliRunner().invoke(app, ["run", str(path), "--max-memory", "512MiB",
+    path.write_text(scenario)
+    result = CliRunner().invoke(app, ["run", str(path), "--max-memory", limit,
                                       "--out", str(tmp_path / "out")])  # fmt: skip
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: workload.samples: 2000000 needs about ")
-    assert "512 MiB limit set by --max-memory" in result.stderr
     assert len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "out").exists()
+    return result.stderr
+
+
+def test_data_beyond_max_memory_is_refused_in_one_line_naming_workload_samples(tmp_path):
+    stderr = refusal(
+        tmp_path,
+        "name: big\npeers: {count: 8}\nprotocol: {name: all_reduce}\n"
+        "workload: {name: logistic, data: classification, samples: 2000000, features: 63}\n"
+        "stop: {max_rounds: 2}\n",
+        "512MiB",
+    )
+    assert stderr.startswith("error: workload.samples: 2000000 needs about ")
+    assert "512 MiB limit set by --max-memory" in stderr
 
 
 def test_a_quadratic_too_large_for_max_memory_is_blamed_on_vector_dim(tmp_path):
     # its dim × dim Hessian is most of the estimate: vector.dim, not peers.count, is the key
-    path = tmp_path / "big.yaml"
-    path.write_text(
+    stderr = refusal(
+        tmp_path,
         "name: big\npeers: {count: 4}\nprotocol: {name: all_reduce}\n"
-        "vector: {dim: 20000}\nworkload: {name: quadratic}\nstop: {max_rounds: 2}\n"
+        "vector: {dim: 20000}\nworkload: {name: quadratic}\nstop: {max_rounds: 2}\n",
+        "1GiB",
     )
-    result = CliRunner().invoke(app, ["run", str(path), "--max-memory", "1GiB",
-                                      "--out", str(tmp_path / "out")])  # fmt: skip
-    assert result.exit_code == 2
-    assert result.stderr.startswith("error: vector.dim: 20000 needs about ")
-    assert "lower vector.dim" in result.stderr
-    assert len(result.stderr.splitlines()) == 1
-    assert not (tmp_path / "out").exists()
+    assert stderr.startswith("error: vector.dim: 20000 needs about ")
+    assert "lower vector.dim" in stderr
