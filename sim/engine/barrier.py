@@ -20,22 +20,19 @@ from collections.abc import Generator
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import simpy
 
 from protocols.base import BarrierProtocol
 from sim.engine.base import Progress
 from sim.engine.network import NetworkEngine
 from sim.engine.round_solver import round_sender
-from sim.engine.training_net import GradientSlots, gradient_slots, training_table
+from sim.engine.training_net import gradient_slots
 
 
 class BarrierEngine(NetworkEngine):
     """Barrier rounds of flows until a stop rule fires; ``rounds`` counts them."""
 
     protocol_type = BarrierProtocol
-    #: The run's gradient steps (None without a workload), built with the clock.
-    gradients: GradientSlots | None = None
 
     def process(self, progress: Progress | None) -> Generator[simpy.Event, Any, None]:
         """Plan a round, send its flows, finish it; measure; again."""
@@ -83,13 +80,6 @@ class BarrierEngine(NetworkEngine):
             return
         k = int(getattr(self.scenario.workload, "local_steps", 1))
         yield from self.gradients.steps(np.flatnonzero(self.clock.present), k)
-
-    def tables(self) -> dict[str, pd.DataFrame]:
-        """``traffic``; with a workload, ``training`` (each peer's gradient steps)."""
-        tables = super().tables()
-        if self.trainer is not None:
-            tables["training"] = training_table(self.trainer)
-        return tables
 
     def update_counters(self) -> None:
         """Bytes the flow network moved; messages the clock sent (refused ones count)."""

@@ -24,6 +24,7 @@ from sim.engine.base import Engine, Progress, frozen_heap
 from sim.engine.netclock import NetworkClock, TracedClock, TracedFlowNetwork
 from sim.engine.observe.wiring import WatchedRejoin, watched_churn
 from sim.engine.trace import ChurnTrace
+from sim.engine.training_net import GradientSlots, training_table
 from sim.model.jitter import Jitter, jitter_for
 from sim.model.scenario.models import Scenario
 from sim.model.sites import routes_of
@@ -39,6 +40,8 @@ class NetworkEngine(Engine):
     """
 
     scenario_clock = "network"
+    #: The run's gradient steps (None without a workload), built with the clock.
+    gradients: GradientSlots | None = None
 
     def __init__(
         self, scenario: Scenario, seed: int, interrupt: threading.Event | None = None
@@ -127,7 +130,11 @@ class NetworkEngine(Engine):
         self.observer.decide(self.rounds, float(self.env.now))
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """``traffic``: per-peer bytes out and in over the run (partial flows count)."""
+        """``traffic``: per-peer bytes out and in over the run (partial flows count); with
+        a workload, ``training`` (each peer's gradient steps)."""
         net = self.clock.net
         traffic = {"peer": np.arange(net.n), "bytes_out": net.bytes_out, "bytes_in": net.bytes_in}
-        return {"traffic": pd.DataFrame(traffic)}
+        tables = {"traffic": pd.DataFrame(traffic)}
+        if self.trainer is not None:
+            tables["training"] = training_table(self.trainer)
+        return tables

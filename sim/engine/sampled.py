@@ -22,14 +22,13 @@ from abc import abstractmethod
 from collections.abc import Generator
 from typing import Any, ClassVar
 
-import pandas as pd
 import simpy
 
 from sim.engine.base import Progress
 from sim.engine.netclock import NetworkClock
 from sim.engine.network import NetworkEngine
 from sim.engine.observe.wiring import timer
-from sim.engine.training_net import GradientSlots, gradient_slots, training_table
+from sim.engine.training_net import gradient_slots
 
 
 class SampledEngine(NetworkEngine):
@@ -42,8 +41,6 @@ class SampledEngine(NetworkEngine):
     #: With a workload: every present peer steps every ``compute`` seconds, endlessly
     #: (edge clocks), rather than in runs of ``local_steps`` the schedule starts.
     gradient_clock: ClassVar[bool] = False
-    #: The run's gradient steps (None without a workload), built with the clock.
-    gradients: GradientSlots | None = None
 
     def process(self, progress: Progress | None) -> Generator[simpy.Event, Any, None]:
         """Start the schedule, then sample until a stop rule fires."""
@@ -71,13 +68,6 @@ class SampledEngine(NetworkEngine):
     @abstractmethod
     def start(self, clock: NetworkClock) -> None:
         """Start the schedule's processes (after the first row)."""
-
-    def tables(self) -> dict[str, pd.DataFrame]:
-        """``traffic``; with a workload, ``training`` (each peer's gradient steps)."""
-        tables = super().tables()
-        if self.trainer is not None:
-            tables["training"] = training_table(self.trainer)
-        return tables
 
     def now(self) -> tuple[int, float]:
         """(round, time) of a change now: rounds are whole seconds."""
