@@ -72,14 +72,14 @@ class Exchange:
 
 class Segment:
     """A planned segment (see :meth:`SegmentPlanner.plan`): the exchanges it starts in
-    ring order, the general exchanges it adopts, its counts, its end and where the
-    process resumes."""
+    ring order (arrays: start and end times, edges, waves), the general exchanges it
+    adopts, its counts, its end and where the process resumes."""
 
     def __init__(self) -> None:
-        self.starts: list[float] = []
-        self.ends: list[float] = []
-        self.edges: list[int] = []
-        self.waves: list[int] = []
+        self.starts: np.ndarray = np.zeros(0)
+        self.ends: np.ndarray = np.zeros(0)
+        self.edges: np.ndarray = np.zeros(0, dtype=np.intp)
+        self.waves: np.ndarray = np.zeros(0, dtype=np.int64)
         self.adopted: list[tuple[Any, float]] = []
         self.rings = self.absent = self.skipped = 0
         self.end = self.resume_at = math.inf

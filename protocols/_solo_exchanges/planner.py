@@ -1,9 +1,16 @@
 """Planning a segment: every ring up to the next interfering event, timed in closed
-form, and the checks that the network would time its flows the same."""
+form, and the checks that the network would time its flows the same.
+
+The rings themselves are walked by :func:`sim.kernels.solo_plan.plan_rings`, compiled by
+numba on arrays from :data:`settings.COMPILED_PEERS` peers on (when numba imports), else
+as Python on lists; both plan the same bits. What stays here, between its calls: the
+look at the run's interrupt every :data:`settings.POLL_RINGS` rings, and each window's
+end (the stream draws the next window)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,6 +18,7 @@ import numpy as np
 from protocols._solo_exchanges import settings
 from protocols._solo_exchanges.exchange import Exchange, Segment
 from protocols._solo_exchanges.timing import MOVING, EdgeTimes, RingStream, next_interfering
+from sim.kernels import solo_plan
 from sim.network.flows import DONE, REL_EPS
 
 
@@ -32,8 +40,15 @@ class SegmentPlanner:
     watched_rings: int
     live: dict[Exchange, None]
     busy: list[int]
-    free_at: list[float]
-    level: list[int]
+    #: The ring loop (:func:`sim.kernels.solo_plan.plan_rings`), compiled or not; the
+    #: compiled one reads arrays (``free_at``, ``level``, the stream's windows), the
+    #: Python one lists.
+    kernel: Callable[..., solo_plan.Planned]
+    compiled: bool
+    free_at: Any  # (n_peers,) float64 array or list
+    level: Any  # (n_peers,) int64 array or list
+    _room: int
+    _buffers: tuple[Any, Any, Any, Any]
     ends_i: list[int]
     ends_j: list[int]
     ends_i_array: np.ndarray
@@ -138,22 +153,34 @@ class SegmentPlanner:
             free_at[exchange.i] = free_at[exchange.j] = end
         cursor = segment.cursor = stream.cursor()
         present = self.present
-        if present.size <= settings.LIST_PEERS:
-            present = present.tolist()
-        level = self.level  # 1 + the wave of each peer's last exchange (0 outside plans)
-        ends_i, ends_j = self.ends_i, self.ends_j
-        lat_ij, d_ij, lat_ji, d_ji = times.lat_ij, times.d_ij, times.lat_ji, times.d_ji
-        starts, ends, edges, waves = segment.starts, segment.ends, segment.edges, segment.waves
+        ends_i: Any
+        ends_j: Any
+        lat_ij: Any
+        d_ij: Any
+        lat_ji: Any
+        d_ji: Any
+        if self.compiled:  # the kernel reads arrays
+            if not (isinstance(present, np.ndarray) and present.dtype == np.bool_):
+                present = np.asarray(present, dtype=np.bool_)
+            ends_i, ends_j = self.ends_i_array, self.ends_j_array
+            lat_ij, d_ij, lat_ji, d_ji = times.arrays
+        else:  # the Python loop reads lists faster
+            if present.size <= settings.LIST_PEERS:
+                present = present.tolist()
+            ends_i, ends_j = self.ends_i, self.ends_j
+            lat_ij, d_ij, lat_ji, d_ji = times.lat_ij, times.d_ij, times.lat_ji, times.d_ji
+        # level: 1 + the wave of each peer's last exchange planned (0 outside plans)
+        free_at, level = self.free_at, self.level
+        starts, ends, edges, waves = self._outputs(max(1, min(most, cap)))
+        kernel = self.kernel
         windows, window, first = stream.windows, stream.window, stream.first
         w, k = stream.w, stream.k
         ring_times, picked, base = windows[w - first]
-        n_times = len(ring_times)
-        rings = absent = skipped = 0
+        rings = absent = skipped = n = 0
         now = later = start
         poll, interrupted = getattr(env, "_poll", None) if again is None else None, False
         unpolled = self.unpolled  # rings left before the next look at the interrupt
         while True:  # the ring of ``edge`` at ``now``
-            i, j = ends_i[edge], ends_j[edge]
             rings += 1
             if poll is not None and rings >= unpolled:
                 unpolled = rings + settings.POLL_RINGS
@@ -170,54 +197,39 @@ class SegmentPlanner:
                     interrupted = next_interfering(env, self._harmless) <= start
                 if interrupted:
                     break
-            if not (present[i] and present[j]):
-                absent += 1
-            elif free_at[i] >= now or free_at[j] >= now:
-                skipped += 1
-            else:
-                f1 = now + lat_ij[edge] + d_ij[edge]
-                f2 = now + lat_ji[edge] + d_ji[edge]
-                end = f1 if f1 >= f2 else f2
-                free_at[i] = free_at[j] = end
-                wave = level[i] if level[i] > level[j] else level[j]
-                level[i] = level[j] = wave + 1
-                starts.append(now)
-                ends.append(end)
-                edges.append(edge)
-                waves.append(wave)
-            # on to ring_loop's next yield point (a ring, a window's end), at its time
-            if k < n_times:
-                step = ring_times[k] - now
-                later = now + step if step > 0.0 else now
-                if later >= horizon or rings >= most or len(starts) >= cap:
-                    break
-                edge = picked[k]
-                k += 1
-                now = later
+            # this ring and the window's next ones, up to the next look at the interrupt
+            status, edge, now, later, k, rings, n, absent, skipped = kernel(
+                edge, now, later, k, rings, unpolled - 1 if poll is not None else most,
+                n, absent, skipped, ring_times, picked, horizon, most, cap, present, free_at,
+                level, ends_i, ends_j, lat_ij, d_ij, lat_ji, d_ji, starts, ends, edges, waves,
+            )  # fmt: skip
+            if status == solo_plan.NEXT:
                 continue
+            if status == solo_plan.STOP:
+                break
             edge = -1
             while edge < 0:  # window ends until a window with rings
                 step = base + window - now
                 later = now + step if step > 0.0 else now
-                if later >= horizon or rings >= most or len(starts) >= cap:
+                if later >= horizon or rings >= most or n >= cap:
                     break
                 now, w, k = later, w + 1, 0
                 if w - first == len(windows):
                     stream.w = w  # ring_loop draws the next window at its start
                     stream.extend()
                 ring_times, picked, base = windows[w - first]
-                n_times = len(ring_times)
-                if n_times:
-                    step = ring_times[0] - now
+                if len(ring_times):
+                    step = float(ring_times[0]) - now
                     later = now + step if step > 0.0 else now
-                    if later >= horizon or rings >= most or len(starts) >= cap:
+                    if later >= horizon or rings >= most or n >= cap:
                         break
-                    edge, k, now = picked[0], 1, later
+                    edge, k, now = int(picked[0]), 1, later
             if edge < 0:
                 break
         stream.w, stream.k = w, k
-        for edge in edges:
-            level[ends_i[edge]] = level[ends_j[edge]] = 0
+        planned = self._planned(starts, ends, edges, waves, n)
+        segment.starts, segment.ends, segment.edges, segment.waves = planned
+        self._fill(level, self._peers(segment.edges), 0)
         segment.end = min(horizon, later)
         self.unpolled = unpolled - rings
         safe = not interrupted and self._safe(segment, moving)
@@ -230,16 +242,53 @@ class SegmentPlanner:
             else:  # still a general exchange, busy
                 free_at[exchange.i] = free_at[exchange.j] = -math.inf
         if not safe:
-            edges_array = np.array(edges, dtype=np.intp)
-            for p in np.concatenate(
-                (self.ends_i_array[edges_array], self.ends_j_array[edges_array])
-            ).tolist():
-                free_at[p] = -math.inf  # every value before the plan lies before its start
+            # every value before the plan lies before its start
+            self._fill(free_at, self._peers(segment.edges), -math.inf)
             stream.restore(cursor)
             return None
         segment.rings, segment.absent, segment.skipped = rings, absent, skipped
         segment.resume_at = later
         return segment
+
+    def _outputs(self, size: int) -> tuple[Any, Any, Any, Any]:
+        """Room for ``size`` planned exchanges: (starts, ends, edges, waves), kept from
+        one plan to the next (arrays for the compiled loop, lists for the Python one)."""
+        if self._room < size:
+            self._room = max(size, 2 * self._room)
+            if self.compiled:
+                self._buffers = (
+                    np.empty(self._room), np.empty(self._room),
+                    np.empty(self._room, dtype=np.intp), np.empty(self._room, dtype=np.int64),
+                )  # fmt: skip
+            else:
+                self._buffers = ([0.0] * self._room, [0.0] * self._room, [0] * self._room,
+                                 [0] * self._room)  # fmt: skip
+        return self._buffers
+
+    def _planned(
+        self, starts: Any, ends: Any, edges: Any, waves: Any, n: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The first ``n`` planned exchanges as arrays of their own."""
+        if self.compiled:
+            return starts[:n].copy(), ends[:n].copy(), edges[:n].copy(), waves[:n].copy()
+        return (
+            np.array(starts[:n], dtype=np.float64), np.array(ends[:n], dtype=np.float64),
+            np.array(edges[:n], dtype=np.intp), np.array(waves[:n], dtype=np.int64),
+        )  # fmt: skip
+
+    def _peers(self, edges: Any) -> np.ndarray:
+        """Both ends of every edge of ``edges``."""
+        edges = np.asarray(edges, dtype=np.intp)
+        return np.concatenate((self.ends_i_array[edges], self.ends_j_array[edges]))
+
+    @staticmethod
+    def _fill(values: Any, peers: np.ndarray, value: float) -> None:
+        """``values[p] = value`` for every peer p of ``peers`` (an array or a list)."""
+        if isinstance(values, np.ndarray):
+            values[peers] = value
+        else:
+            for p in peers.tolist():
+                values[p] = value
 
     def _safe(self, segment: Segment, moving: list[float]) -> bool:
         """Whether the planned flows all finish where the network would finish them: each
@@ -247,15 +296,16 @@ class SegmentPlanner:
         within :data:`settings.NEAR_FACTOR` × ``REL_EPS`` × the longest transfer (module
         docstring)."""
         times = self.times
-        if not segment.starts:
+        if not len(segment.starts):
             finishes = np.array(moving)
         else:
-            starts = np.array(segment.starts)
-            edges = np.array(segment.edges, dtype=np.intp)
-            t1 = starts + np.array(times.lat_ij)[edges]
-            u1 = starts + np.array(times.lat_ji)[edges]
-            f1 = t1 + np.array(times.d_ij)[edges]
-            f2 = u1 + np.array(times.d_ji)[edges]
+            starts = np.asarray(segment.starts, dtype=np.float64)
+            edges = np.asarray(segment.edges, dtype=np.intp)
+            lat_ij, d_ij, lat_ji, d_ji = times.arrays
+            t1 = starts + lat_ij[edges]
+            u1 = starts + lat_ji[edges]
+            f1 = t1 + d_ij[edges]
+            f2 = u1 + d_ji[edges]
             if np.any(f1 > t1 + t1) or np.any(f2 > u1 + u1):
                 return False
             finishes = np.concatenate((f1, f2, moving))

@@ -14,6 +14,7 @@ from protocols._solo_exchanges import settings
 from protocols._solo_exchanges.exchange import Batch, Exchange, Segment, segment_waves
 from protocols._solo_exchanges.timing import EdgeTimes, RingStream, hops
 from protocols._solo_exchanges.watched import WatchedSegments
+from sim.kernels import solo_plan
 from sim.network.flows import FlowNetwork
 
 
@@ -77,10 +78,21 @@ class SoloExchanges(WatchedSegments):
         self.ends_j_array = np.ascontiguousarray(protocol.edges[:, 1], dtype=np.intp)
         self.ends_i, self.ends_j = self.ends_i_array.tolist(), self.ends_j_array.tolist()
         n_peers = self.n_peers = protocol.ctx.n_peers
+        kernel = solo_plan.compiled() if n_peers >= settings.COMPILED_PEERS else None
+        self.compiled = kernel is not None
+        self.kernel = solo_plan.plan_rings if kernel is None else kernel
         self.busy = [0] * n_peers  # general exchanges in flight, not adopted
-        self.free_at = [-math.inf] * n_peers  # end of the last exchange applied ahead
+        # end of the last exchange applied ahead; a plan's wave per peer (see :meth:`plan`)
+        if self.compiled:
+            self.free_at = np.full(n_peers, -math.inf)
+            self.level = np.zeros(n_peers, dtype=np.int64)
+        else:
+            self.free_at, self.level = [-math.inf] * n_peers, [0] * n_peers
+        self._room, self._buffers = 0, ([], [], [], [])
         self.live: dict[Exchange, None] = {}  # general exchanges in flight, in send order
-        self.stream = RingStream(protocol.clocks, protocol.ctx.rng, float(self.env.now), window)
+        self.stream = RingStream(
+            protocol.clocks, protocol.ctx.rng, float(self.env.now), window, arrays=self.compiled
+        )
         self.expected_started = self.net.flows_started
         #: Flows of someone else may be in flight (see :meth:`notice`).
         self.foreign = False
@@ -88,7 +100,6 @@ class SoloExchanges(WatchedSegments):
         self.retry = 0
         #: Segments committed so far.
         self.segments = 0
-        self.level = [0] * n_peers  # a plan's wave per peer (see :meth:`plan`)
         #: Rings to plan before the next look at the run's interrupt (:data:`settings.POLL_RINGS`).
         self.unpolled = settings.POLL_RINGS
         #: The last plan was refused because the watcher could take no exchange.
@@ -188,14 +199,14 @@ class SoloExchanges(WatchedSegments):
         # the straddlers go out at their rings, the fast flows counted in send order
         counted = 0
         for k in np.flatnonzero(~fast).tolist():
-            i, j, at = int(first[k]), int(second[k]), segment.starts[k]
+            i, j, at = int(first[k]), int(second[k]), float(segment.starts[k])
             free_at[i] = free_at[j] = -math.inf
             self._count(first[counted:k], second[counted:k], fast[counted:k])
             counted = k
             if at > env.now:
                 for delay in hops(float(env.now), at):
                     yield env.timeout(delay)
-            self.send(i, j, at, segment.edges[k])
+            self.send(i, j, at, int(segment.edges[k]))
         self._count(first[counted:], second[counted:], fast[counted:])
         self.stream.prune()
         self.resume_at = segment.resume_at

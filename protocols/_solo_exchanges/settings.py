@@ -23,6 +23,10 @@ POLL_RINGS = 256
 #: Peers up to which a plan reads the presence mask as a list (faster per ring; above,
 #: copying it for a short segment would cost more than the rings).
 LIST_PEERS = 16384
+#: Peers from which a plan runs its ring loop compiled (numba, when it imports:
+#: :func:`sim.kernels.solo_plan.compiled`) on arrays; below, the Python loop on lists is
+#: about as fast, and a small run does not import numba. Both plan the same bits.
+COMPILED_PEERS = 4096
 #: Rings handled one at a time after a segment could not be planned, before the next try.
 RETRY_RINGS = 32
 #: With a watcher, a segment's rows before and after every exchange are kept until the

@@ -48,7 +48,8 @@ class EdgeTimes:
     """Closed-form timing of each edge's two flows when alone (both directions).
 
     ``lat_ij[e]``: route latency i → j; ``d_ij[e]``: nbytes / rate (0 for a flow that
-    completes on entering: no bytes or no finite resource); likewise ``j → i``.
+    completes on entering: no bytes or no finite resource); likewise ``j → i``. Lists;
+    :attr:`arrays` holds the same four as float64 arrays.
     """
 
     def __init__(
@@ -56,6 +57,8 @@ class EdgeTimes:
     ):
         self.lat_ij, self.d_ij, self.lat_ji, self.d_ji = lat_ij, d_ij, lat_ji, d_ji
         self.longest = max(max(d_ij, default=0.0), max(d_ji, default=0.0))
+        #: (lat_ij, d_ij, lat_ji, d_ji) as float64 arrays.
+        self.arrays = tuple(np.array(c, dtype=np.float64) for c in (lat_ij, d_ij, lat_ji, d_ji))
 
     @classmethod
     def of(cls, net: FlowNetwork, edges: np.ndarray, nbytes: float) -> EdgeTimes | None:
@@ -95,13 +98,19 @@ class RingStream:
     """The rings of :func:`~protocols._async_net.ring_loop`, one window drawn at a time
     (in the same order from the same generator), with its yield points: each ring, then
     the window's end. Windows are kept from the current one on, so that a cursor saved
-    before a look-ahead can be restored."""
+    before a look-ahead can be restored.
+
+    Each window is (ring times, edges, start time): lists, or with ``arrays`` float64
+    and intp arrays (what the compiled plan reads; :meth:`at` and :meth:`step` give
+    Python numbers either way)."""
 
     def __init__(
-        self, clocks: PoissonClocks, rng: np.random.Generator, start: float, window: float
-    ):
+        self, clocks: PoissonClocks, rng: np.random.Generator, start: float, window: float,
+        arrays: bool = False,
+    ):  # fmt: skip
         self.clocks, self.rng, self.start, self.window = clocks, rng, start, window
-        self.windows: list[tuple[list[float], list[int], float]] = []
+        self.arrays = arrays
+        self.windows: list[tuple[Any, Any, float]] = []
         self.first = 0  # absolute index of windows[0]
         self.w, self.k = 0, 0  # cursor: window (absolute), ring in it (len: its end)
         self.extend()
@@ -110,12 +119,16 @@ class RingStream:
         """Draw the next window (the generator's next draw, as ``ring_loop`` makes it)."""
         times, picked = self.clocks.ring(self.rng, self.window)
         base = self.start + (self.first + len(self.windows)) * self.window
-        self.windows.append(((times + base).tolist(), picked.tolist(), base))
+        if self.arrays:
+            at = np.ascontiguousarray(times + base, dtype=np.float64)
+            self.windows.append((at, np.ascontiguousarray(picked, dtype=np.intp), base))
+        else:
+            self.windows.append(((times + base).tolist(), picked.tolist(), base))
 
     def at(self) -> float:
         """Target time of the next yield point (a ring, or the window's end)."""
         times, _, base = self.windows[self.w - self.first]
-        return times[self.k] if self.k < len(times) else base + self.window
+        return float(times[self.k]) if self.k < len(times) else base + self.window
 
     def step(self) -> int | None:
         """Pass the next yield point: its edge for a ring, None for a window's end (the
@@ -123,7 +136,7 @@ class RingStream:
         times, picked, _ = self.windows[self.w - self.first]
         if self.k < len(times):
             self.k += 1
-            return picked[self.k - 1]
+            return int(picked[self.k - 1])
         self.w, self.k = self.w + 1, 0
         if self.w - self.first == len(self.windows):
             self.extend()

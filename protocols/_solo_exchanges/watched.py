@@ -148,7 +148,6 @@ class WatchedSegments(SegmentPlanner):
             busy[exchange.j] += 1
         for exchange in self.live:
             free_at[exchange.i] = free_at[exchange.j] = -math.inf
-        for edge in segment.edges:
-            free_at[self.ends_i[edge]] = free_at[self.ends_j[edge]] = -math.inf
+        self._fill(free_at, self._peers(segment.edges), -math.inf)
         self.stream.restore(segment.cursor)
         self.unpolled = segment.unpolled
