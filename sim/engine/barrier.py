@@ -83,4 +83,5 @@ class BarrierEngine(NetworkEngine):
 
     def update_counters(self) -> None:
         """Bytes the flow network moved; messages the clock sent (refused ones count)."""
+        self.clock.settle()  # pieces that ended inside chunks count from their end
         self.bytes_sent, self.messages = self.clock.net.bytes_sent_total, self.clock.messages

@@ -27,8 +27,10 @@ import numpy as np
 import simpy
 
 from protocols.contract import IDLE_ROUND_S, Flows, GroupPlan, RoundPlan
+from sim.engine.chains import Chains
 from sim.engine.trace import Tracer
 from sim.network import Flow, FlowNetwork
+from sim.network.flows import BANDWIDTH
 
 
 class PresenceListener(Interface):
@@ -63,6 +65,9 @@ class NetworkClock:
     #: Run streams as one flow (True) or piece by piece, a flow per piece (False: the
     #: reference the equivalence tests compare with).
     streams = True
+    #: With :attr:`streams`, send a stream's pieces in chunks, an event only where a
+    #: piece's end is seen (:mod:`sim.engine.chains`; False: an event per piece).
+    chunks = True
 
     def __init__(
         self, env: simpy.Environment, net: FlowNetwork, present: np.ndarray, delay_s: np.ndarray
@@ -77,6 +82,8 @@ class NetworkClock:
         #: Told about every preemption and return, after the clock's own book-keeping
         #: (none on barrier rounds and in continuous time).
         self.listeners: list[PresenceListener] = []
+        #: Rounds and groups in flight whose streams run in chunks (:meth:`settle`).
+        self._chunked: dict[int, _RoundState] = {}
 
     def preempt(self, peers: np.ndarray) -> None:
         """Churn callback: ``peers`` go down now; their flows fail, they are lost."""
@@ -117,7 +124,9 @@ class NetworkClock:
                 yield self.env.timeout(idle_s)
             return
         done = self.env.event()
-        state = _RoundState(plan, flows, done, self.streams)
+        net = self.net
+        chunks = self.chunks and type(net).send is FlowNetwork.send and "send" not in vars(net)
+        state = _RoundState(plan, flows, done, self.streams, chunks)
         roots = state.roots()
         start_s = self.delay_s[flows.src[roots]] if flows.start_s is None else flows.start_s[roots]
         for at in np.unique(start_s).tolist():
@@ -128,7 +137,25 @@ class NetworkClock:
                 timer = self.env.timeout(at)
                 timer.callbacks.append(partial(self._release_batch, batch.tolist(), state))
         self._release(state.ready_at_start(), state)
-        yield done
+        if state.chains is None:
+            yield done
+            return
+        self._chunked[id(state)] = state
+        try:
+            yield done
+        finally:
+            del self._chunked[id(state)]
+
+    def settle(self) -> None:
+        """Count the pieces that have ended inside chunks in flight (messages, flows,
+        delivered), as piece by piece would have by now: before the counters are read."""
+        for state in list(self._chunked.values()):
+            chains = state.chains
+            assert chains is not None
+            ready: list[int] = []
+            for c in range(len(chains.pieces)):
+                self._catch_up(c, state, chains, ready)
+            self._release(ready, state)
 
     def _release(self, flows: list[int], state: _RoundState) -> None:
         """Start ``flows`` (their conditions are met); broken ones fail at once, which may
@@ -140,11 +167,27 @@ class NetworkClock:
                 queue.extend(state.ended(i, False))
             else:
                 self._send(i, state)
+        chains = state.chains
+        if chains is not None and chains.touched:
+            self._move_frontiers(state, chains)
+
+    def _move_frontiers(self, state: _RoundState, chains: Chains) -> None:
+        """Move the frontiers of the families whose gates opened, and cut back the chunks
+        in flight that must end at a new frontier piece."""
+        while chains.touched:
+            f = next(iter(chains.touched))
+            del chains.touched[f]
+            for c, old_last in chains.frontier_cuts(f, state.gate_left):
+                self._cut(c, old_last, state, chains)
 
     def _release_batch(self, flows: list[int], state: _RoundState, _event: Any) -> None:
         self._release(flows, state)
 
     def _send(self, i: int, state: _RoundState) -> None:
+        chains = state.chains
+        if chains is not None and chains.chain_of[i] >= 0:
+            self._send_chunk(i, state, chains)
+            return
         src, dst = state.src[i], state.dst[i]
         self.messages += 1
         stream = state.open.pop(i, None) if state.open else None  # i continues it
@@ -170,6 +213,97 @@ class NetworkClock:
                 timer = self.env.timeout(limit)
                 timer.callbacks.append(partial(self._on_timeout, i, flow, flow.id, state))
 
+    def _send_chunk(self, i: int, state: _RoundState, chains: Chains) -> None:
+        """Send stream piece ``i`` and the pieces after it in its chunk as one flow."""
+        src, dst = state.src[i], state.dst[i]
+        self.messages += 1
+        c = chains.chain_of[i]
+        stream = state.open.pop(i, None) if state.open else None
+        if not (self.present[src] and self.present[dst]):
+            self.failed_messages += 1
+            if stream is not None:
+                self.net.close_stream(stream)
+            refused = self.env.timeout(self.net.routes.route(src, dst)[0])
+            refused.callbacks.append(partial(self._on_refused, i, state))
+            return
+        t = chains.pos_of[i]
+        last = chains.chunk(c, t)
+        pieces = chains.pieces[c]
+        nbytes = state.nbytes[i] if last == t else chains.chunk_bytes(c, t, last)
+        keep = last + 1 < len(pieces)
+        if stream is not None and stream.parked:
+            flow = self.net.resume(stream, nbytes, keep)
+        else:
+            streamed = state.streamed is not None and state.streamed[i]
+            flow = self.net.send(src, dst, nbytes, latency=not streamed, keep=keep)
+        if keep:
+            state.open[pieces[last + 1]] = flow
+        chains.flow[c] = flow
+        flow.done.callbacks.append(partial(self._on_chunk, c, state))
+
+    def _on_chunk(self, c: int, state: _RoundState, event: Any) -> None:
+        """Stream c's chunk ended (its last piece went through, or it failed): count its
+        family's pieces that ended meanwhile, then its own, move the family's frontier
+        and release what may start."""
+        chains = state.chains
+        assert chains is not None
+        f = chains.family[c]
+        ready: list[int] = []
+        for other in chains.members[f]:
+            if other != c:
+                self._catch_up(other, state, chains, ready)
+        pieces, flow, last = chains.pieces[c], chains.flow[c], chains.last[c]
+        if event.ok:
+            self._continued(c, chains.done[c], last, state, chains, ready)
+            ready.extend(state.ended(pieces[last], True))
+            chains.done[c] = last + 1
+        else:
+            if last + 1 < len(pieces):
+                state.open.pop(pieces[last + 1], None)
+            stop = chains.ended_by(c, flow.bytes_sent, failed=True)
+            self._continued(c, chains.done[c], stop, state, chains, ready)
+            ready.extend(state.ended(pieces[stop], False))  # the rest are broken
+            chains.done[c] = len(pieces)
+        chains.last[c], chains.flow[c] = -1, None
+        self._release(ready, state)
+
+    def _catch_up(self, c: int, state: _RoundState, chains: Chains, ready: list[int]) -> None:
+        """Count the pieces of stream c's chunk in flight that have ended by now."""
+        flow = chains.flow[c]
+        if flow is None or flow.phase is not BANDWIDTH or flow.parked:
+            return  # no chunk moving (its end, if any, is an event of this instant)
+        stop = chains.ended_by(c, self.net.moved(flow))
+        if stop > chains.done[c]:
+            self._continued(c, chains.done[c], stop, state, chains, ready)
+            chains.done[c] = stop
+
+    def _continued(
+        self, c: int, start: int, stop: int, state: _RoundState, chains: Chains, ready: list[int]
+    ) -> None:
+        """Pieces start..stop-1 of stream c ended inside its chunk, each followed by the
+        next piece in the same flow: counted as sent, ended and delivered."""
+        if stop <= start:
+            return
+        cont = state.cont
+        assert cont is not None
+        for i in chains.pieces[c][start:stop]:
+            following = cont[i]
+            ready.extend(j for j in state.ended(i, True) if j != following)
+        self.messages += stop - start
+        self.net.count_continued(stop - start)
+
+    def _cut(self, c: int, old_last: int, state: _RoundState, chains: Chains) -> None:
+        """Cut stream c's chunk back to end at its (new) last piece; a chunk whose bytes
+        are all through already (its end is an event of this instant) is left whole."""
+        pieces, last, flow = chains.pieces[c], chains.last[c], chains.flow[c]
+        if flow.phase is not BANDWIDTH or flow.parked:
+            chains.last[c] = old_last
+            return
+        if old_last + 1 < len(pieces):
+            state.open.pop(pieces[old_last + 1], None)
+        self.net.shorten(flow, chains.chunk_bytes(c, chains.first[c], last), keep=True)
+        state.open[pieces[last + 1]] = flow
+
     def _on_refused(self, i: int, state: _RoundState, _event: Any) -> None:
         self._release(state.ended(i, False), state)
 
@@ -192,7 +326,12 @@ class _RoundState:
     """Book-keeping of one round's flows: what each still waits for, what has ended."""
 
     def __init__(
-        self, plan: RoundPlan | GroupPlan, flows: Flows, done: simpy.Event, streams: bool = True
+        self,
+        plan: RoundPlan | GroupPlan,
+        flows: Flows,
+        done: simpy.Event,
+        streams: bool = True,
+        chunks: bool = False,
     ) -> None:
         n = flows.src.size
         self.plan, self.flows, self.left, self.done = plan, flows, n, done
@@ -209,6 +348,7 @@ class _RoundState:
         self.opens = None if flows.opens is None else flows.opens.tolist()
         self.waits = np.full(n, -1, dtype=np.intp) if flows.waits is None else flows.waits
         self.after = np.full(n, -1, dtype=np.intp) if flows.after is None else flows.after
+        self.gate_left: list[int] = []  # flows yet to end before each gate opens
         if flows.opens is not None and flows.waits is not None:
             n_gates = int(max(flows.opens.max(), flows.waits.max())) + 1
             gate_left = np.bincount(flows.opens[flows.opens >= 0], minlength=n_gates)
@@ -224,10 +364,14 @@ class _RoundState:
         #: flow of each stream whose next piece ``j`` is due, by ``j``
         self.cont: list[int] | None = None
         self.open: dict[int, Any] = {}
+        #: The streams run in chunks (None: each piece is an event).
+        self.chains: Chains | None = None
         if streams and flows.streamed is not None:
             cont = _continuations(flows, self.after, self.waits)
             if cont is not None:
                 self.cont = cont.tolist()
+                if chunks:
+                    self.chains = Chains.build(flows, self.cont, self.gate_left)
 
     def roots(self) -> np.ndarray:
         """Flows that wait for nothing: they start with the round."""
@@ -250,6 +394,8 @@ class _RoundState:
             gate = self.opens[i]
             self.gate_left[gate] -= 1
             if self.gate_left[gate] == 0:
+                if self.chains is not None:
+                    self.chains.gate_opened(gate)
                 for j in self._behind.of(gate):
                     need[j] -= 1
                     if need[j] == 0:

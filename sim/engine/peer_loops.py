@@ -99,6 +99,7 @@ class PeerLoopEngine(SampledEngine):
     def update_counters(self) -> None:
         """Whole seconds elapsed; bytes the network moved; messages: flows started and
         refused ones."""
+        self.clock.settle()  # pieces that ended inside chunks count from their end
         net = self.clock.net
         self.rounds = math.floor(self.env.now + 1e-9)
         self.bytes_sent = net.bytes_sent_total

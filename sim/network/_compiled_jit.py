@@ -673,6 +673,21 @@ def refill(f: int, key: int, nbytes: float, now: float, st: State) -> float:
 
 
 @_jit
+def shorten(f: int, cut: float, now: float, st: State) -> float:
+    """The flow in slot ``f`` carries ``cut`` bytes less (the general core's ``shorten``:
+    its bytes advanced to ``now`` and cut, same rate); the next completion time."""
+    h, c, ss, sf = st[0][f], st[1][f], st[11], st[14]
+    rest = c.rem - h.rate * (now - c.t_last) - cut
+    c.rem = 0.0 if rest < 0.0 else rest
+    c.t_last = now
+    c.nbytes -= cut
+    ss[XTRA, 0] = f
+    sf[0] = now + c.rem / h.rate
+    _cal_apply(1, st)
+    return next_finish(st)
+
+
+@_jit
 def next_finish(st: State) -> float:
     """Completion time of the next flow to complete (``inf``: none)."""
     return st[6][0].finish if st[8][HSIZE] > 0 else math.inf

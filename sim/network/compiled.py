@@ -151,6 +151,12 @@ class CompiledCore:
         flow.id = key
         self.next = self.k.refill(flow.slot, key, flow.remaining, now, self.st)
 
+    def shorten(self, flow: Flow, cut: float, now: float) -> None:
+        """The in-flight ``flow`` carries ``cut`` bytes less (the general core's
+        ``shorten``)."""
+        self.keep[flow.slot] = flow.keep
+        self.next = self.k.shorten(flow.slot, cut, now, self.st)
+
     def next_finish(self) -> float:
         """Completion time of the next flow to complete (``inf``: none in flight)."""
         return self.next

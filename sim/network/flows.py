@@ -260,6 +260,35 @@ class FlowNetwork:
         self._schedule_wake(now)
         return flow
 
+    def shorten(self, flow: Flow, nbytes: float, keep: bool) -> None:
+        """``flow``, still in flight, carries ``nbytes`` in all instead of its size (at
+        least what it has moved; less moves nothing more and it completes now): it
+        completes once ``nbytes`` are through, at the rate it has, keeping its place;
+        ``keep`` as in :meth:`send`. The network clock runs several pieces of a stream as
+        one flow and cuts it back to the piece whose end must be seen
+        (:mod:`sim.engine.chains`)."""
+        if (flow.phase is not BANDWIDTH and flow.phase is not LATENCY) or flow.parked:
+            raise NetworkError("shorten(flow)", flow, "a flow in flight")
+        nbytes = float(nbytes)
+        if not 0.0 <= nbytes <= flow.nbytes:
+            raise NetworkError("shorten(nbytes)", nbytes, f"bytes in [0, {flow.nbytes}]")
+        cut = flow.nbytes - nbytes
+        flow.nbytes, flow.keep = nbytes, keep
+        if flow.phase is LATENCY:
+            flow.remaining = nbytes
+            return
+        now = self.env.now
+        self._core.shorten(flow, cut, now)
+        self._schedule_wake(now)
+
+    def count_continued(self, pieces: int) -> None:
+        """Count ``pieces`` pieces of streams that completed inside one flow, each
+        followed by the next piece of its stream in the same flow (a chunk,
+        :meth:`shorten`): flows started and completed, as :meth:`resume` would count
+        them; their bytes are the flow's."""
+        self.flows_started += pieces
+        self.flows_completed += pieces
+
     def close_stream(self, flow: Flow) -> None:
         """End the parked stream ``flow`` (its next piece is not sent): it leaves the
         bandwidth phase now. A flow that is not parked is left alone."""
@@ -433,10 +462,14 @@ class FlowNetwork:
         closed form instead of sending them: each was alone on its resources from its
         start to its completion, and completed before anything else could look at the
         network. They take the next ids and count as started and completed, their bytes
-        as sent and received, as if sent with :meth:`send` in this order."""
+        as sent and received, as if sent with :meth:`send` in this order (each peer's
+        additions in this order: one loop per direction, without pairing them up)."""
+        if len(src) != len(dst):
+            raise ValueError(f"count_solo: {len(src)} sources, {len(dst)} destinations")
         out, into = self._out, self._in
-        for s, d in zip(src, dst, strict=True):
+        for s in src:
             out[s] += nbytes
+        for d in dst:
             into[d] += nbytes
         self.flows_started += len(src)
         self.flows_completed += len(src)

@@ -111,6 +111,15 @@ class GeneralCore:
         if flow.remaining > 0.0:  # else it stays parked
             heapq.heappush(self.heap, (now + flow.remaining / flow.rate, key, flow.version, flow))
 
+    def shorten(self, flow: Flow, cut: float, now: float) -> None:
+        """The in-flight ``flow`` carries ``cut`` bytes less (its ``nbytes`` is already
+        cut): its remaining bytes are advanced to ``now`` and cut; same rate and place."""
+        rest = flow.remaining - flow.rate * (now - flow.t_last) - cut
+        flow.remaining = 0.0 if rest < 0.0 else rest
+        flow.t_last = now
+        flow.version += 1
+        heapq.heappush(self.heap, (now + flow.remaining / flow.rate, flow.id, flow.version, flow))
+
     def next_finish(self) -> float:
         """Completion time of the next flow to complete (``inf``: none in flight)."""
         heap = self.heap

@@ -39,6 +39,26 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                      "sender_timeout": "2 s"},
         "stop": {"max_time": "12 s", "max_rounds": None, "target_var": 0},
     },
+    # no timeout: the requests run in chunks (sim.engine.chains), cut back at frontiers
+    "async moshpit, chunks, exponential churn": {
+        "schedule": "async",
+        "peers": {"count": 16, "upload": LOGNORMAL, "download": LOGNORMAL, "latency": "10 ms",
+                  "compute": "200 ms"},
+        "churn": {"model": "exponential", "mtbf": "6 s", "mttr": "2 s"},
+        "vector": {"dim": 256, "dtype": "float32", "wire_bytes": "4 MB"},
+        "protocol": {"name": "moshpit", "group_size": 4, "grid_dims": 2,
+                     "matchmaking_time": "0.5 s", "part_bytes": "128 KiB"},
+        "stop": {"max_time": "12 s", "max_rounds": None, "target_var": 0},
+        "metrics": {"every": "1 s"},
+    },
+    "moshpit barrier rounds, chunks, waves": {
+        "peers": {"count": 24, "upload": LOGNORMAL, "download": LOGNORMAL, "latency": "10 ms"},
+        "churn": {"model": "waves", "rate": 0.5, "fraction": 0.2, "duration": "2 s"},
+        "vector": {"dim": 1024, "dtype": "float32", "wire_bytes": "2 MB"},
+        "protocol": {"name": "moshpit", "group_size": 6, "grid_dims": 2,
+                     "part_bytes": "64 KiB"},
+        "stop": {"max_rounds": 4, "target_var": 0},
+    },
     "random_groups, 512 KiB pieces of a 4 MB wire": {
         "peers": {"count": 12, "upload": LOGNORMAL, "download": LOGNORMAL, "latency": "5 ms"},
         "vector": {"dim": 512, "wire_bytes": "4 MB"},

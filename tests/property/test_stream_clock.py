@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import simpy
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from protocols.contract import Flows, RoundPlan
@@ -126,8 +126,19 @@ class Recording(NetworkClock):
         self.ends[i] = float(self.env.now)
         super()._on_refused(i, state, event)
 
+    def _on_chunk(self, c: int, state: Any, event: Any) -> None:
+        # a chunk's end is its last piece's end (or its failing piece's); the pieces
+        # that ended inside it are no event and are not recorded
+        chains = state.chains
+        flow = chains.flow[c]
+        stop = chains.last[c] if event.ok else chains.ended_by(c, flow.bytes_sent, failed=True)
+        self.ends[chains.pieces[c][stop]] = float(self.env.now)
+        super()._on_chunk(c, state, event)
 
-def run_round(work: dict[str, Any], streams: bool, solver: str) -> dict[str, Any]:
+
+def run_round(
+    work: dict[str, Any], streams: bool, solver: str, chunks: bool = True
+) -> dict[str, Any]:
     env = simpy.Environment()
     net = FlowNetwork(
         env, np.array(work["up"]), np.array(work["down"]), np.array(work["latency"]),
@@ -135,9 +146,10 @@ def run_round(work: dict[str, Any], streams: bool, solver: str) -> dict[str, Any
     )  # fmt: skip
     present = np.ones(work["n"], dtype=bool)
     clock = Recording(env, net, present, np.zeros(work["n"]))
-    clock.streams = streams
+    clock.streams, clock.chunks = streams, chunks
     clock.ends = {}
-    plan = plan_of(butterfly(work))
+    flows = butterfly(work)
+    plan = plan_of(flows)
 
     def churn(peer: int, at: float, down_s: float) -> Any:
         yield env.timeout(at)
@@ -166,17 +178,25 @@ def run_round(work: dict[str, Any], streams: bool, solver: str) -> dict[str, Any
             net.flows_failed,
         ),
         "lost": clock.lost.tolist(),
+        "requests": set(np.flatnonzero(flows.opens >= 0).tolist()),
     }
 
 
-def assert_same(stream: dict[str, Any], piece: dict[str, Any]) -> None:
+def assert_same(stream: dict[str, Any], piece: dict[str, Any], every_end: bool = True) -> None:
+    """Same flows delivered and timed out, counts, losses and bytes, and the same end
+    time for every flow ``stream`` recorded; with ``every_end`` it recorded every end,
+    else (chunks) every end but some requests' (those that ended inside a chunk)."""
     assert stream["delivered"] == piece["delivered"]
     assert stream["timed_out"] == piece["timed_out"]
     assert stream["counts"] == piece["counts"]
     assert stream["lost"] == piece["lost"]
-    assert stream["ends"].keys() == piece["ends"].keys()
-    for i, end in piece["ends"].items():
-        assert stream["ends"][i] == pytest.approx(end, rel=1e-9, abs=1e-12), i
+    if every_end:
+        assert stream["ends"].keys() == piece["ends"].keys()
+    else:
+        assert stream["ends"].keys() <= piece["ends"].keys()
+        assert piece["ends"].keys() - stream["requests"] <= stream["ends"].keys()
+    for i, end in stream["ends"].items():
+        assert end == pytest.approx(piece["ends"][i], rel=1e-9, abs=1e-12), i
     np.testing.assert_allclose(stream["bytes_out"], piece["bytes_out"], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(stream["bytes_in"], piece["bytes_in"], rtol=1e-9, atol=1e-9)
 
@@ -184,7 +204,28 @@ def assert_same(stream: dict[str, Any], piece: dict[str, Any]) -> None:
 @settings(max_examples=200, deadline=None)
 @given(rounds(), st.sampled_from(PATHS))
 def test_a_stream_as_one_flow_ends_every_piece_as_piece_by_piece(work, solver):
-    assert_same(run_round(work, True, solver), run_round(work, False, solver))
+    assert_same(run_round(work, True, solver, chunks=False), run_round(work, False, solver))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rounds(), st.sampled_from(PATHS))
+def test_streams_in_chunks_give_the_piece_by_piece_results(work, solver):
+    """Chunks (:mod:`sim.engine.chains`): the same flows delivered, counts and bytes, and
+    every end that is an event (replies, a chunk's last piece) at its time.
+
+    Except at a tie: a flow whose last byte arrives at the very instant one of its ends is
+    preempted is delivered or not by the order of the two SimPy events, and a chunk
+    times its pieces with sums in another order (a few ulps), which may turn the order
+    around. Such rounds (exact ties, as small integer sizes and churn times make) are
+    left out."""
+    piece = run_round(work, False, solver)
+    instants = [t for peer, at, down in work["churn"] for t in (at, at + down)]
+    assume(
+        not any(
+            abs(end - t) <= 1e-9 * max(1.0, t) for end in piece["ends"].values() for t in instants
+        )
+    )
+    assert_same(run_round(work, True, solver), piece, every_end=False)
 
 
 @pytest.mark.skipif(not compiled.available(), reason="numba not installed")
@@ -192,6 +233,11 @@ def test_a_stream_as_one_flow_ends_every_piece_as_piece_by_piece(work, solver):
 @given(rounds())
 def test_streams_are_bit_identical_on_both_paths(work):
     general, fast = run_round(work, True, "general"), run_round(work, True, "compiled")
+    assert fast["ends"] == general["ends"]
+    general, fast = (
+        run_round(work, True, "general", chunks=False),
+        run_round(work, True, "compiled", chunks=False),
+    )
     assert fast["ends"] == general["ends"]
     assert fast["delivered"] == general["delivered"]
     assert fast["counts"] == general["counts"]
@@ -249,3 +295,47 @@ def test_a_resumed_piece_is_what_a_new_piece_without_latency_would_be(solver):
     assert failed is piece
     assert failed.end_s >= failed.start_s + failed.latency_s
     assert 0.0 < failed.bytes_sent < failed.nbytes
+
+
+class CountingChunks(Recording):
+    """Counts the chunks that ended (an event each) and the cuts."""
+
+    chunk_ends = 0
+    cuts = 0
+
+    def _on_chunk(self, c: int, state: Any, event: Any) -> None:
+        self.chunk_ends += 1
+        super()._on_chunk(c, state, event)
+
+    def _cut(self, c: int, old_last: int, state: Any, chains: Any) -> None:
+        self.cuts += 1
+        super()._cut(c, old_last, state, chains)
+
+
+@pytest.mark.parametrize("solver", PATHS)
+def test_a_fast_sender_runs_its_requests_in_one_chunk_and_the_slow_one_gates(solver):
+    """Three members, twelve pieces each: the slowest sender's requests open every gate,
+    so only its pieces are events; the fast senders' pieces end inside chunks (cut back
+    to the frontier when the slow one catches up). Same results as piece by piece."""
+    work = {
+        "n": 3, "up": [1.0, 8.0, 9.0], "down": [10.0, 10.0, 10.0],
+        "latency": [0.01, 0.02, 0.03], "members": [0, 1, 2], "piece_bytes": [1.0] * 12,
+        "request_timeout": math.inf, "reply_timeout": math.inf, "start": [0.0, 0.0, 0.0],
+        "gated_stream": False, "churn": [],
+    }  # fmt: skip
+    piece = run_round(work, False, solver)
+    assert_same(run_round(work, True, solver), piece, every_end=False)
+    env = simpy.Environment()
+    net = FlowNetwork(env, np.array(work["up"]), np.array(work["down"]),
+                      np.array(work["latency"]), solver=solver)  # fmt: skip
+    clock = CountingChunks(env, net, np.ones(3, dtype=bool), np.zeros(3))
+    clock.ends = {}
+    env.process(clock.run(plan_of(butterfly(work))))
+    env.run()
+    requests = 3 * 2 * 12
+    assert clock.messages == 2 * requests  # every piece and reply counted, as piece by piece
+    # reducer 0's senders (1, 2) are alike and take turns at its frontier; for reducers
+    # 1 and 2 the slow sender 0 is last at every gate: the other sender's pieces end
+    # inside chunks
+    assert clock.chunk_ends < requests * 3 // 4
+    assert clock.cuts > 0

@@ -1,0 +1,192 @@
+"""Streams in chunks: a stream's pieces cost an event only where their end is seen.
+
+A stream (pieces each ``after`` the previous one on one connection, see
+:func:`sim.engine.netclock._continuations`) already runs as one fluid flow. Yet each
+piece's end used to be an event: a ``done`` event, a clock callback, the next piece
+resumed. In a butterfly most of these ends change nothing. A request piece opens its
+piece's gate, and the gate releases the replies only when its *last* request ends.
+
+The pieces of a stream open gates in order, and every stream of a *family* (the
+requests to one reducer) opens the same gates in the same order. So gate p + 1 never
+completes before gate p, and only the lowest incomplete gate of a family, its
+*frontier*, can complete next. Its last request is among the streams that have not
+passed it yet.
+
+The clock therefore sends a stream as *chunks*, each one network flow carrying several
+pieces (:meth:`sim.network.FlowNetwork.shorten` cuts a chunk back):
+
+- a stream at the frontier sends the frontier piece alone, so its end is an event;
+- a stream ahead of the frontier sends all its remaining pieces at once;
+- when the frontier moves on, every stream that has not passed the new frontier piece
+  is cut back to end exactly there.
+
+The ends inside a chunk release nothing: the next piece is already moving, the replies
+wait for the gate too, and the gate is not the frontier. They are counted, in order,
+when the family next has an event (:meth:`Chains.catch_up`), or before a sample. Each
+piece still counts as a flow and a message when it starts, and delivered when it ends.
+
+A plan is chunked only when this reasoning holds (:meth:`Chains.build`):
+
+- every piece of a stream opens a gate, has bytes, and has no timeout;
+- the streams of a family open the same gates in the same order, and nothing else
+  opens them;
+- every other flow after a stream piece also waits for that piece's gate.
+
+The result is the piece-by-piece model's: the same flows delivered, counts and bytes,
+and the same end times to round-off (``tests/property/test_stream_clock.py``). A chunk
+adds the bytes of several pieces in one flow, so sums come in another order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from protocols.contract import Flows
+
+
+class Chains:
+    """The streams of one plan, their families and where each chunk stands.
+
+    Built by :meth:`build`; the clock calls :meth:`chunk` when a stream's next piece
+    starts, and :meth:`catch_up` / :meth:`frontier_cuts` around each chunk's end.
+    """
+
+    def __init__(
+        self,
+        pieces: list[list[int]],
+        cum: list[list[float]],
+        family: list[int],
+        members: list[list[int]],
+        gates: list[list[int]],
+        n_flows: int,
+    ) -> None:
+        #: pieces[c]: the flows of stream c in order; cum[c][t]: bytes of its pieces 0..t
+        self.pieces, self.cum = pieces, cum
+        #: family of each stream; members and gates (in order) of each family
+        self.family, self.members, self.gates = family, members, gates
+        self.chain_of = [-1] * n_flows
+        self.pos_of = [-1] * n_flows
+        for c, flows in enumerate(pieces):
+            for t, i in enumerate(flows):
+                self.chain_of[i], self.pos_of[i] = c, t
+        n = len(pieces)
+        #: per stream: pieces counted as ended; the current chunk's first and last
+        #: piece (last -1: no chunk in flight) and its flow
+        self.done = [0] * n
+        self.first = [0] * n
+        self.last = [-1] * n
+        self.flow: list[Any] = [None] * n
+        #: per family: position of its frontier gate
+        self.frontier = [0] * len(members)
+        #: the family of each of their gates; families with a gate opened since the
+        #: clock last moved their frontiers (:meth:`gate_opened`)
+        self.gate_family = {g: f for f, seq in enumerate(gates) for g in seq}
+        self.touched: dict[int, None] = {}
+
+    @classmethod
+    def build(cls, flows: Flows, cont: list[int], gate_left: list[int]) -> Chains | None:
+        """The streams of ``flows`` (``cont[i]``: the flow continuing flow i's stream, -1
+        for none) in families, or None when the plan is outside what chunks handle
+        (module docstring)."""
+        if not gate_left or flows.opens is None:
+            return None
+        cont_a = np.asarray(cont, dtype=np.intp)
+        n = cont_a.size
+        is_next = np.zeros(n, dtype=bool)
+        is_next[cont_a[cont_a >= 0]] = True
+        heads = np.flatnonzero((cont_a >= 0) & ~is_next)
+        if heads.size == 0:
+            return None
+        pieces: list[list[int]] = []
+        for head in heads.tolist():
+            chain = [head]
+            while cont[chain[-1]] >= 0:
+                chain.append(cont[chain[-1]])
+            pieces.append(chain)
+        member = np.concatenate([np.asarray(c, dtype=np.intp) for c in pieces])
+        opens, after, waits = flows.opens, flows.after, flows.waits
+        if np.any(opens[member] < 0) or np.any(flows.nbytes[member] <= 0.0):
+            return None
+        if flows.timeout_s is not None and np.any(np.isfinite(flows.timeout_s[member])):
+            return None
+        # every flow after a stream piece, other than its continuation, waits for its gate
+        if after is not None:
+            in_chain = np.zeros(n, dtype=bool)
+            in_chain[member] = True
+            j = np.flatnonzero(after >= 0)
+            j = j[in_chain[after[j]]]
+            j = j[cont_a[after[j]] != j]
+            if waits is None or np.any(waits[j] != opens[after[j]]):
+                return None
+        families: dict[tuple[int, ...], int] = {}
+        family: list[int] = []
+        members: list[list[int]] = []
+        gates: list[list[int]] = []
+        for c, chain in enumerate(pieces):
+            seq = tuple(opens[chain].tolist())
+            f = families.get(seq)
+            if f is None:
+                f = families[seq] = len(members)
+                members.append([])
+                gates.append(list(seq))
+            family.append(f)
+            members[f].append(c)
+        for f, order in enumerate(gates):
+            # distinct gates, each opened only by this family's streams, once each
+            if len(set(order)) != len(order) or any(gate_left[g] != len(members[f]) for g in order):
+                return None
+        nbytes = flows.nbytes
+        cum = [np.cumsum(nbytes[chain]).tolist() for chain in pieces]
+        return cls(pieces, cum, family, members, gates, n)
+
+    def gate_opened(self, gate: int) -> None:
+        """``gate`` opened (its last flow ended): its family's frontier may move on."""
+        f = self.gate_family.get(gate)
+        if f is not None:
+            self.touched[f] = None
+
+    def chunk(self, c: int, t: int) -> int:
+        """Piece t of stream c starts: the last piece of its chunk (t itself at the
+        family's frontier, else the stream's last)."""
+        last = t if t <= self.frontier[self.family[c]] else len(self.pieces[c]) - 1
+        self.first[c], self.last[c] = t, last
+        return last
+
+    def chunk_bytes(self, c: int, first: int, last: int) -> float:
+        """Bytes of stream c's pieces first..last."""
+        cum = self.cum[c]
+        return cum[last] - (cum[first - 1] if first else 0.0)
+
+    def ended_by(self, c: int, moved: float, failed: bool = False) -> int:
+        """Pieces of stream c's chunk before its last one whose bytes are through when the
+        chunk has moved ``moved`` bytes: the next piece not ended (from ``done``). When
+        the chunk ``failed`` at that instant, a piece whose last byte arrives at that very
+        instant fails with it, as a flow of its own does when its end and a preemption
+        fall on the same instant."""
+        cum, t, last = self.cum[c], self.done[c], self.last[c]
+        base = cum[self.first[c] - 1] if self.first[c] else 0.0
+        if failed:
+            while t < last and cum[t] - base < moved:
+                t += 1
+            return t
+        while t < last and cum[t] - base <= moved:
+            t += 1
+        return t
+
+    def frontier_cuts(self, f: int, gate_left: list[int]) -> list[tuple[int, int]]:
+        """Move family f's frontier past its complete gates; the streams in flight that
+        have not passed it and must be cut back to end at it, as (stream, old last)."""
+        gates, p = self.gates[f], self.frontier[f]
+        while p < len(gates) and gate_left[gates[p]] == 0:
+            p += 1
+        self.frontier[f] = p
+        cuts = []
+        if p < len(gates):
+            last = self.last
+            for c in self.members[f]:
+                if self.done[c] <= p < last[c] and self.flow[c] is not None:
+                    cuts.append((c, last[c]))
+                    last[c] = p
+        return cuts
