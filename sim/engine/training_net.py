@@ -214,7 +214,9 @@ def training_table(trainer: Trainer) -> pd.DataFrame:
 
 def gradient_slots(engine: Any, clock: Any, endless: bool = False) -> GradientSlots | None:
     """The run's :class:`GradientSlots` (None without a workload), listening to ``clock``:
-    ``engine`` is a network-clock engine whose clock was just built."""
+    ``engine`` is a network-clock engine whose clock was just built. Its loss targets
+    are then timed at every change of x̄ (:meth:`~sim.engine.observe.training.
+    TrainingProbe.follow`)."""
     trainer: Trainer | None = engine.trainer
     if trainer is None:
         return None
@@ -225,6 +227,11 @@ def gradient_slots(engine: Any, clock: Any, endless: bool = False) -> GradientSl
         scenario.churn.rejoin, scenario.workload.init, endless, engine.tracer, engine.jitter,
     )  # fmt: skip
     clock.listeners.append(slots)
+    observer = engine.observer
+    if observer.training is not None:  # loss targets timed at every change of x̄
+        observer.training.follow(
+            engine.protocol, engine.state, engine.tracker, lambda: observer.stop_now("target")
+        )
     return slots
 
 

@@ -152,15 +152,23 @@ def typical(value: Any) -> float:
 def slow_run_message(scenario: Scenario) -> str | None:
     """The one-line warning for a run expected to take hours, or None.
 
-    It names only the keys that bound the run: ``stop.target_var`` appears only when
-    the scenario sets a target (a positive one), as the way the run may end earlier.
+    It names only the keys that bound the run: ``stop.target_var`` (``stop.target_loss``)
+    appears only when the scenario sets that target, as the way the run may end earlier.
     """
     events, seconds, drivers = estimate_events(scenario)
     if seconds < SLOW_RUN_S:
         return None
-    target = scenario.stop.target_var
+    stops = [
+        key
+        for key, value in (
+            ("stop.target_var", scenario.stop.target_var),
+            ("stop.target_loss", scenario.stop.target_loss),
+        )
+        if value
+    ]
+    target = " or ".join(stops)
     if math.isinf(events):
-        ends = "only stop.target_var can end it" if target else "nothing ends it"
+        ends = f"only {target} can end it" if target else "nothing ends it"
         steps, causes = (
             ("steps", "no latency, no delay, no peers.compute")
             if scenario.schedule == "async"
@@ -171,7 +179,7 @@ def slow_run_message(scenario: Scenario) -> str | None:
             f"bandwidth, {causes}), so stop.max_time is never reached and {ends}; "
             "set stop.max_rounds"
         )
-    earlier = "; it ends earlier once stop.target_var is reached" if target else ""
+    earlier = f"; it ends earlier once {target} is reached" if target else ""
     return (
         f"this run may take up to {units.format_duration(seconds)} of wall time: "
         f"{events:.3g} network flows at ~{seconds / events * 1e6:.0f} µs each ({drivers})"

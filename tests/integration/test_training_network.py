@@ -357,7 +357,7 @@ def test_the_closed_form_exchange_path_gives_the_general_paths_training_run(
 # -- metrics, seeds, scenario checks --------------------------------------------------------
 
 
-def test_loss_targets_are_timed_in_simulated_seconds_at_the_samples():
+def test_loss_targets_are_timed_in_simulated_seconds_between_the_samples():
     workload = {"name": "logistic", "data": "digits", "batch_size": 16, "local_steps": 2,
                 "optimizer": {"lr": 0.2}}  # fmt: skip
     sc = scenario(workload, {"name": "moshpit", "group_size": 4}, peers=8, schedule="async",
@@ -367,7 +367,12 @@ def test_loss_targets_are_timed_in_simulated_seconds_at_the_samples():
     frame, summary = result.metrics, result.summary
     crossed = frame[frame["loss"] <= 1.5]
     assert not crossed.empty
-    assert summary["time_to_loss_1.5_s"] == pytest.approx(float(crossed["time_s"].iloc[0]))
+    # at the step or averaging step, after the last sample above 1.5, that took F(x̄)
+    # below it (tests/integration/test_loss_times.py: the exact instant)
+    first = float(crossed["time_s"].iloc[0])
+    before = float(frame[frame["time_s"] < first]["time_s"].iloc[-1])
+    assert before < summary["time_to_loss_1.5_s"] <= first
+    assert summary["loss_resolution"] == "event"
     assert summary["time_to_loss_1e-09_s"] is None
     for key in ("final_loss", "final_accuracy", "final_local_loss", "grad_steps"):
         assert summary[key] is not None

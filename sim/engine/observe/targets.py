@@ -10,11 +10,14 @@ for the stop target; ``rounds_to_<t>``, ``time_to_<t>_s`` (``var``) and
 ``rounds_to_<t>_alive``, ``time_to_<t>_alive_s`` (``var_alive``) for each
 ``metrics.targets`` value, ``<t>`` as :func:`target_label` writes it (``1e-04``).
 
-With a workload, ``metrics.targets`` entries ``{loss: v}`` are thresholds on the loss
-of the averaged model (metric ``loss``, checked at each sample by
+With a workload, ``metrics.targets`` entries ``{loss: v}`` and ``stop.target_loss`` are
+thresholds on the loss of the averaged model (metric ``loss``, checked by
 :mod:`sim.engine.observe.training`): ``rounds_to_loss_<v>`` and ``time_to_loss_<v>_s``,
-``<v>`` as :func:`loss_label` writes it (``0.35``). Only the variance thresholds keep
-the exact-target tracker busy (:attr:`Targets.active`).
+``<v>`` as :func:`loss_label` writes it (``0.35``); on the network clock the summary
+adds ``loss_resolution`` (``event`` or ``step``, :mod:`sim.engine.observe.loss_trail`).
+``stop.target_loss`` ends the run when crossed (``stop_reason: target``), as the
+variance stop target does. Only the variance thresholds keep the exact-target tracker
+busy (:attr:`Targets.active`).
 """
 
 from __future__ import annotations
@@ -39,17 +42,29 @@ def loss_label(target: float) -> str:
     return f"{target:g}"
 
 
+def all_loss_targets(scenario: Scenario) -> list[float]:
+    """The loss thresholds of a run: those of ``metrics.targets`` in order, then
+    ``stop.target_loss`` when it is not one of them."""
+    losses = loss_targets(scenario.metrics.targets)
+    stop = scenario.stop.target_loss
+    return [*losses, stop] if stop is not None and stop not in losses else losses
+
+
 def target_fields(scenario: Scenario) -> list[str]:
     """The summary fields the scenario's ``metrics.targets`` add (both variance
-    metrics for a number, the loss for ``{loss: v}``)."""
+    metrics for a number, the loss for ``{loss: v}`` and ``stop.target_loss``; on the
+    network clock ``loss_resolution`` with them)."""
     fields = []
     for target in var_targets(scenario.metrics.targets):
         label = target_label(target)
         for suffix in METRICS.values():
             fields += [f"rounds_to_{label}{suffix}", f"time_to_{label}{suffix}_s"]
-    for target in loss_targets(scenario.metrics.targets):
+    losses = all_loss_targets(scenario)
+    for target in losses:
         label = loss_label(target)
         fields += [f"rounds_to_loss_{label}", f"time_to_loss_{label}_s"]
+    if losses and scenario.clock == "network":
+        fields.append("loss_resolution")
     return fields
 
 
@@ -66,7 +81,11 @@ class Targets:
         stop = scenario.stop
         self.stop_key = (stop.target_on, stop.target_var) if stop.target_var else None
         self.targets = var_targets(scenario.metrics.targets)
-        self.losses = loss_targets(scenario.metrics.targets)
+        self.losses = all_loss_targets(scenario)
+        #: ``stop.target_loss`` (None: none): the run ends when F(x̄) falls below it.
+        self.loss_stop = stop.target_loss
+        #: The summary's ``loss_resolution`` (network clock; set by the loss trail).
+        self.loss_resolution: str | None = "sample" if scenario.clock == "network" else None
         keys = {(metric, t) for metric in METRICS for t in self.targets}
         if self.stop_key is not None:
             keys.add(self.stop_key)
@@ -80,8 +99,15 @@ class Targets:
 
     @property
     def stop_reached(self) -> bool:
-        """True once the stop target has been crossed."""
-        return self.stop_key is not None and self.stop_key in self.reached
+        """True once a stop target (``stop.target_var``, ``stop.target_loss``) has been
+        crossed."""
+        var = self.stop_key is not None and self.stop_key in self.reached
+        return var or (self.loss_stop is not None and ("loss", self.loss_stop) in self.reached)
+
+    @property
+    def loss_stop_pending(self) -> bool:
+        """True while ``stop.target_loss`` is set and not crossed yet."""
+        return self.loss_stop is not None and ("loss", self.loss_stop) not in self.reached
 
     @property
     def active(self) -> bool:
@@ -102,8 +128,10 @@ class Targets:
         return list(self._pending[metric])
 
     def is_stop(self, metric: str, threshold: float) -> bool:
-        """True when (metric, threshold) is the stop target."""
-        return self.stop_key == (metric, threshold)
+        """True when (metric, threshold) is a stop target."""
+        return self.stop_key == (metric, threshold) or (
+            metric == "loss" and threshold == self.loss_stop
+        )
 
     def below(self, metric: str, value: float, rounds: int, time_s: float) -> bool:
         """The metric is ``value`` at (rounds, time_s): every pending threshold above it
@@ -140,4 +168,6 @@ class Targets:
             label = loss_label(target)
             rounds, time_s = self.reached.get(("loss", target), (None, None))
             out[f"rounds_to_loss_{label}"], out[f"time_to_loss_{label}_s"] = rounds, time_s
+        if self.losses and self.loss_resolution is not None:
+            out["loss_resolution"] = self.loss_resolution
         return out

@@ -96,6 +96,8 @@ class Tracker(Decaying, Batched, Segmented):
         self.replay: Replay | None = None
         self.trace: list[tuple[float, str, float]] | None = None  # (time, metric, var)
         self._armed_s = math.inf
+        #: Called after every :meth:`change` (the loss trail, :mod:`sim.engine.observe.loss_trail`).
+        self.on_change: Callable[[], None] | None = None
         self._old: Rows | None = None
         base = type(protocol).estimate_rows is Protocol.estimate_rows
         #: The estimate is x itself, a numpy array: rows are read directly.
@@ -215,6 +217,8 @@ class Tracker(Decaying, Batched, Segmented):
         rejoin), and update the sets (and norms) by the difference."""
         if self.nan is not None or self.off or rows.size == 0 or not self.sets:
             apply()
+            if self.on_change is not None:
+                self.on_change()
             return
         self.advance(self.now()[1])
         rows = np.unique(rows)
@@ -232,6 +236,8 @@ class Tracker(Decaying, Batched, Segmented):
             self.norms.swap(rows, self.norms.of(*new))
         self.count += 1
         self.settled(rows, bool(np.isfinite(self.sets["var"].saa)))
+        if self.on_change is not None:
+            self.on_change()
 
     def settled(self, rows: np.ndarray, finite: bool) -> None:
         """After a change of ``rows``: NaN check, thresholds, resync, prediction."""

@@ -6,9 +6,19 @@ union discriminated by ``protocol.name`` whose members live in the protocol modu
 
 from __future__ import annotations
 
+import contextlib
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from protocols import params_union
 from protocols.contract import MAX_DIM_TIMES_WIRE_COORDS
@@ -236,12 +246,38 @@ class Stop(Section):
     network clock one of them is required. The resolved scenario records what was used.
     ``target_var`` (null or 0: none) ends a run the instant ``target_on`` (``var``, over
     the existing peers, or ``var_alive``, over the present ones) first falls below it.
+    ``target_loss`` (null: none; a training workload only) ends it the instant the loss
+    of the averaged model F(x̄) first falls below it (at a round on the rounds clock); it
+    is no bound of its own (a loss need not fall that far).
     """
 
     max_rounds: int | None = Field(default=None, ge=0)
     max_time: Duration | None = None
     target_var: float | None = Field(default=1e-9, ge=0)
     target_on: Literal["var", "var_alive"] = "var"
+    target_loss: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+    @field_validator("target_loss", mode="before")
+    @classmethod
+    def _a_loss(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        number = math.nan
+        if isinstance(value, int | float | str) and not isinstance(value, bool):
+            with contextlib.suppress(ValueError):  # YAML reads 1e-3 (no dot) as a string
+                number = float(value)
+        if not (math.isfinite(number) and number > 0):
+            raise ValueError(f"expected a loss > 0 (finite; null: none), got {value!r}")
+        return number
+
+    @model_serializer(mode="wrap")
+    def _without_unset_loss(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # no target_loss: the section dumps as before the key existed (scenario.yaml,
+        # sweep run keys)
+        data = handler(self)
+        if self.target_loss is None:
+            data.pop("target_loss", None)
+        return data
 
     def resolved(self, clock: str) -> Stop:
         """This section with the clock's default bound filled in (see the class doc)."""

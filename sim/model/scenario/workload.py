@@ -295,7 +295,8 @@ def is_training(workload: Any) -> TypeGuard[TrainingWorkload]:
 def resolve(scenario: Any) -> Any:
     """``scenario`` with what its workload derives filled in, or a ScenarioError.
 
-    Without a workload only ``metrics.targets`` is checked (no loss target). With one:
+    Without a workload only ``metrics.targets`` and ``stop.target_loss`` are checked (no
+    loss target). With one:
     ``overlap`` only on the rounds clock; ``vector.dtype`` float64 or float32;
     ``vector.dim`` equals the model's parameters (filled in when not given);
     ``stop.target_var`` defaults to none (the peers start equal: var is 0 at once); a
@@ -305,6 +306,9 @@ def resolve(scenario: Any) -> Any:
     """
     workload, updates = scenario.workload, {}
     if not is_training(workload):
+        if scenario.stop.target_loss is not None:
+            expected = "null without a training workload (workload.name: quadratic or logistic)"
+            raise ScenarioError("stop.target_loss", scenario.stop.target_loss, expected)
         for index, target in enumerate(scenario.metrics.targets):
             if isinstance(target, LossTarget):
                 expected = "a variance threshold (loss targets need a workload)"

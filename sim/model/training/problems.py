@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from sim.core.backend import to_numpy
 from sim.kernels._xp import GATHER_ELEMENTS, is_numpy, namespace, take_rows
 from sim.kernels.objectives import (
     logistic_grad_gather,
@@ -53,6 +54,12 @@ class Problem(ABC):
     @abstractmethod
     def loss(self, mean: Any) -> float:
         """F(x̄) for the (dim,) float64 model ``mean``."""
+
+    def losses(self, means: np.ndarray) -> np.ndarray:
+        """F of each row of the (K, dim) float64 host array ``means``: (K,) float64 host
+        values (default: one :meth:`loss` each; a subclass may batch them, and must move
+        them to its backend when it is not numpy)."""
+        return np.array([self.loss(m) for m in means], dtype=np.float64)
 
     @abstractmethod
     def local_losses(self, models: Any, rows: np.ndarray) -> float:
@@ -109,6 +116,11 @@ class Quadratic(Problem):
 
     def loss(self, mean: Any) -> float:
         return self.best + self._excess(mean)
+
+    def losses(self, means: np.ndarray) -> np.ndarray:
+        diff = self.xp.asarray(means) - self.optimum64[None, :]
+        excess = self.xp.sum((diff @ self.h64) * diff, axis=-1) / 2
+        return self.best + np.asarray(to_numpy(excess), dtype=np.float64)
 
     def _excess(self, mean: Any) -> float:
         diff = mean - self.optimum64
@@ -204,6 +216,17 @@ class Logistic(Problem):
                 weights = self.weights64[None, a:b]
                 total += float(logistic_losses(w, features, labels, weights)[0])
         return total
+
+    def losses(self, means: np.ndarray) -> np.ndarray:
+        """F of K models at once: one product per block of samples for all of them."""
+        xp, k = self.xp, int(means.shape[0])
+        w = xp.reshape(xp.asarray(means), (k, self.classes, self.features))
+        total = xp.zeros(k, dtype=xp.float64)
+        with self._threads():
+            for a, b in _blocks(self.x64.shape[0], k * (self.features + self.classes)):
+                features, labels = self.x64[None, a:b, :], self.y[None, a:b]
+                total = total + logistic_losses(w, features, labels, self.weights64[None, a:b])
+        return np.asarray(to_numpy(total), dtype=np.float64)
 
     def local_losses(self, models: Any, rows: np.ndarray) -> float:
         with self._threads():

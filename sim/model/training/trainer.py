@@ -209,6 +209,10 @@ class Trainer:
         """F(x̄) for the (dim,) float64 mean model ``mean`` (NaN without one)."""
         return float("nan") if mean is None else self.problem.loss(mean)
 
+    def losses(self, means: np.ndarray) -> np.ndarray:
+        """F of each row of the (K, dim) float64 host array ``means`` ((K,) float64)."""
+        return self.problem.losses(means)
+
     @property
     def total_steps(self) -> int:
         """Gradient steps taken so far, all peers together."""
