@@ -147,6 +147,17 @@ class Chains:
         if f is not None:
             self.touched[f] = None
 
+    def gated_elsewhere(self, c: int) -> bool:
+        """Whether another stream of c's family has a chunk in flight that ends at the
+        frontier piece, not yet counted: the frontier gate cannot open before that
+        chunk's end (an event of its own), so nothing needs counting for it now."""
+        f = self.family[c]
+        p, last, done, flow = self.frontier[f], self.last, self.done, self.flow
+        for other in self.members[f]:
+            if last[other] == p and done[other] <= p and other != c and flow[other] is not None:
+                return True
+        return False
+
     def chunk(self, c: int, t: int) -> int:
         """Piece t of stream c starts: the last piece of its chunk (t itself at the
         family's frontier, else the stream's last)."""

@@ -174,11 +174,16 @@ class NetworkClock:
     def _move_frontiers(self, state: _RoundState, chains: Chains) -> None:
         """Move the frontiers of the families whose gates opened, and cut back the chunks
         in flight that must end at a new frontier piece."""
+        ready: list[int] = []
         while chains.touched:
             f = next(iter(chains.touched))
             del chains.touched[f]
+            for c in chains.members[f]:  # what has passed the new frontier is counted
+                self._catch_up(c, state, chains, ready)
             for c, old_last in chains.frontier_cuts(f, state.gate_left):
                 self._cut(c, old_last, state, chains)
+        if ready:  # nothing waits on a piece inside a chunk but its gate: none expected
+            self._release(ready, state)
 
     def _release_batch(self, flows: list[int], state: _RoundState, _event: Any) -> None:
         self._release(flows, state)
@@ -247,11 +252,8 @@ class NetworkClock:
         and release what may start."""
         chains = state.chains
         assert chains is not None
-        f = chains.family[c]
         ready: list[int] = []
-        for other in chains.members[f]:
-            if other != c:
-                self._catch_up(other, state, chains, ready)
+        self._catch_up_family(c, state, chains, ready)
         pieces, flow, last = chains.pieces[c], chains.flow[c], chains.last[c]
         if event.ok:
             self._continued(c, chains.done[c], last, state, chains, ready)
@@ -266,6 +268,19 @@ class NetworkClock:
             chains.done[c] = len(pieces)
         chains.last[c], chains.flow[c] = -1, None
         self._release(ready, state)
+
+    def _catch_up_family(
+        self, c: int, state: _RoundState, chains: Chains, ready: list[int]
+    ) -> None:
+        """Before stream c's pieces are counted at an event of its own: count the pieces
+        the other streams of its family ended inside their chunks, unless the frontier
+        gate waits for another chunk's end anyway (then it cannot open now, and the
+        counting waits for the event that may open it)."""
+        if chains.gated_elsewhere(c):
+            return
+        for other in chains.members[chains.family[c]]:
+            if other != c:
+                self._catch_up(other, state, chains, ready)
 
     def _catch_up(self, c: int, state: _RoundState, chains: Chains, ready: list[int]) -> None:
         """Count the pieces of stream c's chunk in flight that have ended by now."""
@@ -305,6 +320,13 @@ class NetworkClock:
         state.open[pieces[last + 1]] = flow
 
     def _on_refused(self, i: int, state: _RoundState, _event: Any) -> None:
+        chains = state.chains
+        if chains is not None and chains.chain_of[i] >= 0:  # a stream ends here, broken
+            ready: list[int] = []
+            self._catch_up_family(chains.chain_of[i], state, chains, ready)
+            ready.extend(state.ended(i, False))
+            self._release(ready, state)
+            return
         self._release(state.ended(i, False), state)
 
     def _on_end(self, i: int, state: _RoundState, event: Any) -> None:
