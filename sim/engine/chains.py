@@ -60,17 +60,15 @@ class Chains:
         family: list[int],
         members: list[list[int]],
         gates: list[list[int]],
-        n_flows: int,
+        chain_of: list[int],
+        pos_of: list[int],
     ) -> None:
         #: pieces[c]: the flows of stream c in order; cum[c][t]: bytes of its pieces 0..t
         self.pieces, self.cum = pieces, cum
         #: family of each stream; members and gates (in order) of each family
         self.family, self.members, self.gates = family, members, gates
-        self.chain_of = [-1] * n_flows
-        self.pos_of = [-1] * n_flows
-        for c, flows in enumerate(pieces):
-            for t, i in enumerate(flows):
-                self.chain_of[i], self.pos_of[i] = c, t
+        #: per flow: its stream (-1: none) and its position in it
+        self.chain_of, self.pos_of = chain_of, pos_of
         n = len(pieces)
         #: per stream: pieces counted as ended; the current chunk's first and last
         #: piece (last -1: no chunk in flight) and its flow
@@ -94,52 +92,79 @@ class Chains:
             return None
         cont_a = np.asarray(cont, dtype=np.intp)
         n = cont_a.size
-        is_next = np.zeros(n, dtype=bool)
-        is_next[cont_a[cont_a >= 0]] = True
-        heads = np.flatnonzero((cont_a >= 0) & ~is_next)
-        if heads.size == 0:
+        linked = np.flatnonzero(cont_a >= 0)
+        if linked.size == 0:
             return None
-        pieces: list[list[int]] = []
-        for head in heads.tolist():
-            chain = [head]
-            while cont[chain[-1]] >= 0:
-                chain.append(cont[chain[-1]])
-            pieces.append(chain)
-        member = np.concatenate([np.asarray(c, dtype=np.intp) for c in pieces])
+        # each stream piece's first piece and position, by pointer jumping
+        ptr = np.arange(n)
+        ptr[cont_a[linked]] = linked
+        depth = (ptr != np.arange(n)).astype(np.intp)
+        while True:
+            up = ptr[ptr]
+            if np.array_equal(up, ptr):
+                break
+            depth += depth[ptr]
+            ptr = up
+        in_chain = np.zeros(n, dtype=bool)
+        in_chain[linked] = True
+        in_chain[cont_a[linked]] = True
+        node = np.flatnonzero(in_chain)
+        order = node[np.lexsort((depth[node], ptr[node]))]  # stream by stream, in order
+        first = np.flatnonzero(np.r_[True, ptr[order[1:]] != ptr[order[:-1]]])
+        length = np.diff(np.r_[first, order.size])
         opens, after, waits = flows.opens, flows.after, flows.waits
-        if np.any(opens[member] < 0) or np.any(flows.nbytes[member] <= 0.0):
+        if np.any(opens[order] < 0) or np.any(flows.nbytes[order] <= 0.0):
             return None
-        if flows.timeout_s is not None and np.any(np.isfinite(flows.timeout_s[member])):
+        if flows.timeout_s is not None and np.any(np.isfinite(flows.timeout_s[order])):
             return None
         # every flow after a stream piece, other than its continuation, waits for its gate
         if after is not None:
-            in_chain = np.zeros(n, dtype=bool)
-            in_chain[member] = True
             j = np.flatnonzero(after >= 0)
             j = j[in_chain[after[j]]]
             j = j[cont_a[after[j]] != j]
             if waits is None or np.any(waits[j] != opens[after[j]]):
                 return None
-        families: dict[tuple[int, ...], int] = {}
-        family: list[int] = []
-        members: list[list[int]] = []
-        gates: list[list[int]] = []
-        for c, chain in enumerate(pieces):
-            seq = tuple(opens[chain].tolist())
-            f = families.get(seq)
-            if f is None:
-                f = families[seq] = len(members)
-                members.append([])
-                gates.append(list(seq))
-            family.append(f)
-            members[f].append(c)
-        for f, order in enumerate(gates):
+        n_chains = first.size
+        flat = order.tolist()
+        pieces = [flat[a : a + k] for a, k in zip(first.tolist(), length.tolist(), strict=True)]
+        cum: list[list[float]] = [[] for _ in range(n_chains)]
+        family_of = np.empty(n_chains, dtype=np.intp)
+        reps: list[tuple[int, np.ndarray]] = []  # (first stream, gates) of each family
+        left = np.asarray(gate_left)
+        for k in np.unique(length).tolist():  # streams of k pieces: rows of a table
+            chains = np.flatnonzero(length == k)
+            at = first[chains][:, None] + np.arange(k)
+            rows = np.cumsum(flows.nbytes[order[at]], axis=1).tolist()
+            for c, row in zip(chains.tolist(), rows, strict=True):
+                cum[c] = row
+            seqs, inverse = np.unique(opens[order[at]], axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            size = np.bincount(inverse, minlength=seqs.shape[0])
             # distinct gates, each opened only by this family's streams, once each
-            if len(set(order)) != len(order) or any(gate_left[g] != len(members[f]) for g in order):
+            if np.any(np.diff(np.sort(seqs, axis=1), axis=1) == 0):
                 return None
-        nbytes = flows.nbytes
-        cum = [np.cumsum(nbytes[chain]).tolist() for chain in pieces]
-        return cls(pieces, cum, family, members, gates, n)
+            if np.any(left[seqs] != size[:, None]):
+                return None
+            lead = np.full(seqs.shape[0], n_chains)
+            np.minimum.at(lead, inverse, chains)
+            base = len(reps)
+            family_of[chains] = base + inverse
+            reps.extend(zip(lead.tolist(), seqs, strict=True))
+        # families numbered by their first stream, as a scan of the streams in order would
+        rank = np.argsort([r[0] for r in reps], kind="stable")
+        renumber = np.empty(len(reps), dtype=np.intp)
+        renumber[rank] = np.arange(len(reps))
+        family_of = renumber[family_of]
+        family = family_of.tolist()
+        gates = [reps[r][1].tolist() for r in rank.tolist()]
+        members: list[list[int]] = [[] for _ in gates]
+        for c, f in enumerate(family):
+            members[f].append(c)
+        chain_of = np.full(n, -1, dtype=np.intp)
+        chain_of[order] = np.repeat(np.arange(n_chains), length)
+        pos_of = np.full(n, -1, dtype=np.intp)
+        pos_of[order] = depth[order]
+        return cls(pieces, cum, family, members, gates, chain_of.tolist(), pos_of.tolist())
 
     def gate_opened(self, gate: int) -> None:
         """``gate`` opened (its last flow ended): its family's frontier may move on."""
