@@ -25,7 +25,8 @@ wait for the gate too, and the gate is not the frontier. They are counted, in or
 when the family next has an event (:meth:`Chains.catch_up`), or before a sample. Each
 piece still counts as a flow and a message when it starts, and delivered when it ends.
 
-A plan is chunked only when this reasoning holds (:meth:`Chains.build`):
+A plan is chunked only when this reasoning holds (:meth:`Chains.build`), and only its
+families of two streams or more (one stream alone has every piece at its frontier):
 
 - every piece of a stream opens a gate, has bytes, and has no timeout;
 - the streams of a family open the same gates in the same order, and nothing else
@@ -155,16 +156,31 @@ class Chains:
         renumber = np.empty(len(reps), dtype=np.intp)
         renumber[rank] = np.arange(len(reps))
         family_of = renumber[family_of]
-        family = family_of.tolist()
-        gates = [reps[r][1].tolist() for r in rank.tolist()]
+        gate_rows = [reps[r][1] for r in rank.tolist()]
+        # a family of one stream has every piece at its frontier: it stays a plain stream
+        size = np.bincount(family_of, minlength=len(gate_rows))
+        kept_families = np.flatnonzero(size >= 2)
+        if kept_families.size == 0:
+            return None
+        kept = np.flatnonzero(size[family_of] >= 2)
+        new_family = np.full(len(gate_rows), -1, dtype=np.intp)
+        new_family[kept_families] = np.arange(kept_families.size)
+        family = new_family[family_of[kept]].tolist()
+        gates = [gate_rows[f].tolist() for f in kept_families.tolist()]
         members: list[list[int]] = [[] for _ in gates]
         for c, f in enumerate(family):
             members[f].append(c)
+        new_chain = np.full(n_chains, -1, dtype=np.intp)
+        new_chain[kept] = np.arange(kept.size)
         chain_of = np.full(n, -1, dtype=np.intp)
-        chain_of[order] = np.repeat(np.arange(n_chains), length)
+        chain_of[order] = new_chain[np.repeat(np.arange(n_chains), length)]
         pos_of = np.full(n, -1, dtype=np.intp)
-        pos_of[order] = depth[order]
-        return cls(pieces, cum, family, members, gates, chain_of.tolist(), pos_of.tolist())
+        pos_of[order] = np.where(chain_of[order] >= 0, depth[order], -1)
+        kept_list = kept.tolist()
+        return cls(
+            [pieces[c] for c in kept_list], [cum[c] for c in kept_list], family, members,
+            gates, chain_of.tolist(), pos_of.tolist(),
+        )  # fmt: skip
 
     def gate_opened(self, gate: int) -> None:
         """``gate`` opened (its last flow ended): its family's frontier may move on."""
