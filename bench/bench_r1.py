@@ -7,7 +7,11 @@ exponential churn (mtbf 2 h, mttr 10 min). The issue's figure is one simulated h
 (target ≥ 100 simulated s per wall s); ``make bench`` runs ``SECONDS`` of it, and
 ``python -m bench.bench_r1 PEERS SECONDS`` any size (the hour is
 ``python -m bench.bench_r1 1024 3600``). A stream's pieces run as one flow in the network
-(``NetworkClock.streams``); the last figure is the gain over one flow per piece.
+(``NetworkClock.streams``), and a sender ahead of its reducer's slowest one sends its
+pieces in one chunk (``NetworkClock.chunks``); the last figure is the gain over one flow
+per piece. The first two minutes are the fastest part of the hour: the first round's
+groups of 32 chunk well, while the small groups that form later (pairs, triples) cost
+every piece its events (docs/design.md, "R1").
 """
 
 from __future__ import annotations
