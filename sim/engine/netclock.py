@@ -189,10 +189,6 @@ class NetworkClock:
         self._release(flows, state)
 
     def _send(self, i: int, state: _RoundState) -> None:
-        chains = state.chains
-        if chains is not None and chains.chain_of[i] >= 0:
-            self._send_chunk(i, state, chains)
-            return
         src, dst = state.src[i], state.dst[i]
         self.messages += 1
         stream = state.open.pop(i, None) if state.open else None  # i continues it
@@ -203,48 +199,35 @@ class NetworkClock:
             refused = self.env.timeout(self.net.routes.route(src, dst)[0])
             refused.callbacks.append(partial(self._on_refused, i, state))
             return
-        cont = -1 if state.cont is None else state.cont[i]  # the flow continuing i's stream
+        chains = state.chains
+        c = -1 if chains is None else chains.chain_of[i]
+        on_end: Any
+        if chains is not None and c >= 0:  # a chunk: piece i and the next ones, one flow
+            t = chains.pos_of[i]
+            last = chains.chunk(c, t)
+            pieces = chains.pieces[c]
+            nbytes = state.nbytes[i] if last == t else chains.chunk_bytes(c, t, last)
+            cont = pieces[last + 1] if last + 1 < len(pieces) else -1
+            on_end = partial(self._on_chunk, c, state)
+        else:
+            nbytes = state.nbytes[i]
+            cont = -1 if state.cont is None else state.cont[i]  # the flow continuing i's stream
+            on_end = partial(self._on_end, i, state)
         if stream is not None and stream.parked:
-            flow = self.net.resume(stream, state.nbytes[i], cont >= 0)
+            flow = self.net.resume(stream, nbytes, cont >= 0)
         else:
             streamed = state.streamed is not None and state.streamed[i]
-            flow = self.net.send(src, dst, state.nbytes[i], latency=not streamed, keep=cont >= 0)
+            flow = self.net.send(src, dst, nbytes, latency=not streamed, keep=cont >= 0)
         if cont >= 0:
             state.open[cont] = flow
-        flow.done.callbacks.append(partial(self._on_end, i, state))
-        if state.timeout_s is not None:
+        if chains is not None and c >= 0:
+            chains.flow[c] = flow
+        flow.done.callbacks.append(on_end)
+        if state.timeout_s is not None:  # none on a chunk's pieces (Chains.build)
             limit = state.timeout_s[i]
             if limit < math.inf:
                 timer = self.env.timeout(limit)
                 timer.callbacks.append(partial(self._on_timeout, i, flow, flow.id, state))
-
-    def _send_chunk(self, i: int, state: _RoundState, chains: Chains) -> None:
-        """Send stream piece ``i`` and the pieces after it in its chunk as one flow."""
-        src, dst = state.src[i], state.dst[i]
-        self.messages += 1
-        c = chains.chain_of[i]
-        stream = state.open.pop(i, None) if state.open else None
-        if not (self.present[src] and self.present[dst]):
-            self.failed_messages += 1
-            if stream is not None:
-                self.net.close_stream(stream)
-            refused = self.env.timeout(self.net.routes.route(src, dst)[0])
-            refused.callbacks.append(partial(self._on_refused, i, state))
-            return
-        t = chains.pos_of[i]
-        last = chains.chunk(c, t)
-        pieces = chains.pieces[c]
-        nbytes = state.nbytes[i] if last == t else chains.chunk_bytes(c, t, last)
-        keep = last + 1 < len(pieces)
-        if stream is not None and stream.parked:
-            flow = self.net.resume(stream, nbytes, keep)
-        else:
-            streamed = state.streamed is not None and state.streamed[i]
-            flow = self.net.send(src, dst, nbytes, latency=not streamed, keep=keep)
-        if keep:
-            state.open[pieces[last + 1]] = flow
-        chains.flow[c] = flow
-        flow.done.callbacks.append(partial(self._on_chunk, c, state))
 
     def _on_chunk(self, c: int, state: _RoundState, event: Any) -> None:
         """Stream c's chunk ended (its last piece went through, or it failed): count its
