@@ -46,7 +46,7 @@ class SoloExchanges(WatchedSegments):
             return None
         if int(protocol.params.max_concurrent) != 1:
             return None
-        if type(run.net) is not FlowNetwork or "send" in vars(run.net):
+        if type(run.net) is not FlowNetwork or run.net.sends_watched:
             return None  # someone watches every flow sent (a trace, a wrapped send)
         times = EdgeTimes.of(run.net, protocol.edges, nbytes)
         if times is None:

@@ -50,8 +50,9 @@ from protocols.contract import Flows
 class Chains:
     """The streams of one plan, their families and where each chunk stands.
 
-    Built by :meth:`build`; the clock calls :meth:`chunk` when a stream's next piece
-    starts, and :meth:`catch_up` / :meth:`frontier_cuts` around each chunk's end.
+    Built by :meth:`build`; the clock (:class:`~sim.engine.netclock.NetworkClock`)
+    calls :meth:`chunk` when a stream's next piece starts, :meth:`ended_by` to count
+    the pieces a chunk has carried through, and :meth:`frontier_cuts` once a gate opens.
     """
 
     def __init__(
@@ -227,18 +228,14 @@ class Chains:
             t += 1
         return t
 
-    def frontier_cuts(self, f: int, gate_left: list[int]) -> list[tuple[int, int]]:
-        """Move family f's frontier past its complete gates; the streams in flight that
-        have not passed it and must be cut back to end at it, as (stream, old last)."""
+    def frontier_cuts(self, f: int, gate_left: list[int]) -> list[int]:
+        """Move family f's frontier past its open gates; the streams with a chunk that
+        has not passed it and goes beyond it (to cut back to end at it)."""
         gates, p = self.gates[f], self.frontier[f]
         while p < len(gates) and gate_left[gates[p]] == 0:
             p += 1
         self.frontier[f] = p
-        cuts = []
-        if p < len(gates):
-            last = self.last
-            for c in self.members[f]:
-                if self.done[c] <= p < last[c] and self.flow[c] is not None:
-                    cuts.append((c, last[c]))
-                    last[c] = p
-        return cuts
+        if p == len(gates):
+            return []
+        done, last, flow = self.done, self.last, self.flow
+        return [c for c in self.members[f] if done[c] <= p < last[c] and flow[c] is not None]

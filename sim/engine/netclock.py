@@ -124,8 +124,7 @@ class NetworkClock:
                 yield self.env.timeout(idle_s)
             return
         done = self.env.event()
-        net = self.net
-        chunks = self.chunks and type(net).send is FlowNetwork.send and "send" not in vars(net)
+        chunks = self.chunks and not self.net.sends_watched
         state = _RoundState(plan, flows, done, self.streams, chunks)
         roots = state.roots()
         start_s = self.delay_s[flows.src[roots]] if flows.start_s is None else flows.start_s[roots]
@@ -180,8 +179,8 @@ class NetworkClock:
             del chains.touched[f]
             for c in chains.members[f]:  # what has passed the new frontier is counted
                 self._catch_up(c, state, chains, ready)
-            for c, old_last in chains.frontier_cuts(f, state.gate_left):
-                self._cut(c, old_last, state, chains)
+            for c in chains.frontier_cuts(f, state.gate_left):
+                self._cut(c, chains.frontier[f], state, chains)
         if ready:  # nothing waits on a piece inside a chunk but its gate: none expected
             self._release(ready, state)
 
@@ -290,13 +289,13 @@ class NetworkClock:
         self.messages += stop - start
         self.net.count_continued(stop - start)
 
-    def _cut(self, c: int, old_last: int, state: _RoundState, chains: Chains) -> None:
-        """Cut stream c's chunk back to end at its (new) last piece; a chunk whose bytes
-        are all through already (its end is an event of this instant) is left whole."""
-        pieces, last, flow = chains.pieces[c], chains.last[c], chains.flow[c]
+    def _cut(self, c: int, last: int, state: _RoundState, chains: Chains) -> None:
+        """Cut stream c's chunk back to end at piece ``last``; a chunk whose bytes are all
+        through already (its end is an event of this instant) is left whole."""
+        pieces, old_last, flow = chains.pieces[c], chains.last[c], chains.flow[c]
         if flow.phase is not BANDWIDTH or flow.parked:
-            chains.last[c] = old_last
             return
+        chains.last[c] = last
         if old_last + 1 < len(pieces):
             state.open.pop(pieces[old_last + 1], None)
         self.net.shorten(flow, chains.chunk_bytes(c, chains.first[c], last), keep=True)

@@ -49,7 +49,7 @@ def round_sender(clock: NetworkClock) -> Transmit:
     ``Flow`` (a traced clock, or a network whose ``send`` is wrapped on the instance, as
     the stateful tests record flows)."""
     net = clock.net
-    plain = type(clock) is NetworkClock and type(net) is FlowNetwork and "send" not in vars(net)
+    plain = type(clock) is NetworkClock and type(net) is FlowNetwork and not net.sends_watched
     if not (ENABLED and plain):
         return clock.transmit
     return OneShotRounds(clock).transmit

@@ -17,6 +17,16 @@ from sim.engine.netclock import NetworkClock
 from sim.network import compiled, flows
 
 LOGNORMAL = {"dist": "lognormal", "median": "20 Mbit/s", "sigma": 1.0}
+#: An async swarm streaming a 4 MB wire under exponential churn.
+ASYNC: dict[str, Any] = {
+    "schedule": "async",
+    "peers": {"count": 16, "upload": LOGNORMAL, "download": LOGNORMAL, "latency": "10 ms",
+              "compute": "200 ms"},
+    "churn": {"model": "exponential", "mtbf": "6 s", "mttr": "2 s"},
+    "vector": {"dim": 256, "dtype": "float32", "wire_bytes": "4 MB"},
+    "stop": {"max_time": "12 s", "max_rounds": None, "target_var": 0},
+}  # fmt: skip
+MOSHPIT = {"name": "moshpit", "grid_dims": 2}
 SCENARIOS: dict[str, dict[str, Any]] = {
     # 22 ms (the route latency is 20 ms) cancels about 90 requests, first pieces mostly
     "moshpit barrier rounds, pieces, timeouts, waves with fetch": {
@@ -24,39 +34,27 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "churn": {"model": "waves", "rate": 0.5, "fraction": 0.2, "duration": "2 s",
                   "rejoin": "fetch"},
         "vector": {"dim": 4096, "dtype": "float32"},
-        "protocol": {"name": "moshpit", "group_size": 6, "grid_dims": 2, "part_bytes": "512 B",
+        "protocol": {**MOSHPIT, "group_size": 6, "part_bytes": "512 B",
                      "sender_timeout": "22 ms"},
         "stop": {"max_rounds": 5, "target_var": 0},
     },
     "async moshpit, wire bytes, exponential churn": {
-        "schedule": "async",
-        "peers": {"count": 16, "upload": LOGNORMAL, "download": LOGNORMAL, "latency": "10 ms",
-                  "compute": "200 ms"},
-        "churn": {"model": "exponential", "mtbf": "6 s", "mttr": "2 s"},
-        "vector": {"dim": 256, "dtype": "float32", "wire_bytes": "4 MB"},
-        "protocol": {"name": "moshpit", "group_size": 4, "grid_dims": 2,
-                     "matchmaking_time": "0.5 s", "part_bytes": "256 KiB",
-                     "sender_timeout": "2 s"},
-        "stop": {"max_time": "12 s", "max_rounds": None, "target_var": 0},
+        **ASYNC,
+        "protocol": {**MOSHPIT, "group_size": 4, "matchmaking_time": "0.5 s",
+                     "part_bytes": "256 KiB", "sender_timeout": "2 s"},
     },
     # no timeout: the requests run in chunks (sim.engine.chains), cut back at frontiers
     "async moshpit, chunks, exponential churn": {
-        "schedule": "async",
-        "peers": {"count": 16, "upload": LOGNORMAL, "download": LOGNORMAL, "latency": "10 ms",
-                  "compute": "200 ms"},
-        "churn": {"model": "exponential", "mtbf": "6 s", "mttr": "2 s"},
-        "vector": {"dim": 256, "dtype": "float32", "wire_bytes": "4 MB"},
-        "protocol": {"name": "moshpit", "group_size": 4, "grid_dims": 2,
-                     "matchmaking_time": "0.5 s", "part_bytes": "128 KiB"},
-        "stop": {"max_time": "12 s", "max_rounds": None, "target_var": 0},
+        **ASYNC,
+        "protocol": {**MOSHPIT, "group_size": 4, "matchmaking_time": "0.5 s",
+                     "part_bytes": "128 KiB"},
         "metrics": {"every": "1 s"},
     },
     "moshpit barrier rounds, chunks, waves": {
         "peers": {"count": 24, "upload": LOGNORMAL, "download": LOGNORMAL, "latency": "10 ms"},
         "churn": {"model": "waves", "rate": 0.5, "fraction": 0.2, "duration": "2 s"},
         "vector": {"dim": 1024, "dtype": "float32", "wire_bytes": "2 MB"},
-        "protocol": {"name": "moshpit", "group_size": 6, "grid_dims": 2,
-                     "part_bytes": "64 KiB"},
+        "protocol": {**MOSHPIT, "group_size": 6, "part_bytes": "64 KiB"},
         "stop": {"max_rounds": 4, "target_var": 0},
     },
     "random_groups, 512 KiB pieces of a 4 MB wire": {

@@ -4,11 +4,9 @@ fast path's plans made by either loop, with and without looks at an interrupt)."
 
 from __future__ import annotations
 
-import json
 import threading
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +16,7 @@ import sim
 from protocols._async_net import WINDOW
 from protocols._edge_clocks import PoissonClocks
 from sim.kernels import solo_plan
+from tests.property.test_solo_exchanges import same_runs
 
 needs_numba = pytest.mark.skipif(
     solo_plan.compiled() is None, reason="numba does not import (the extra fast)"
@@ -189,16 +188,7 @@ def runs(data: dict, monkeypatch: pytest.MonkeyPatch, polled: bool) -> list:
 
 def assert_same(a, b) -> None:
     (x, log_x, _), (y, log_y, _) = a, b
-    assert log_x == log_y
-    np.testing.assert_array_equal(np.asarray(x.state.x), np.asarray(y.state.x))
-    for key, array in x.state.extra.items():
-        np.testing.assert_array_equal(np.asarray(array), np.asarray(y.state.extra[key]))
-    pd.testing.assert_frame_equal(x.metrics, y.metrics)
-    left, right = (
-        json.dumps({k: v for k, v in r.summary.items() if "wall" not in k}, default=str)
-        for r in (x, y)
-    )
-    assert left == right
+    same_runs(x, log_x, y, log_y)
 
 
 @pytest.mark.parametrize(

@@ -319,9 +319,9 @@ class CountingChunks(Recording):
         self.chunk_ends += 1
         super()._on_chunk(c, state, event)
 
-    def _cut(self, c: int, old_last: int, state: Any, chains: Any) -> None:
+    def _cut(self, c: int, last: int, state: Any, chains: Any) -> None:
         self.cuts += 1
-        super()._cut(c, old_last, state, chains)
+        super()._cut(c, last, state, chains)
 
 
 @pytest.mark.parametrize("solver", PATHS)
