@@ -68,6 +68,10 @@ class NetworkClock:
     #: With :attr:`streams`, send a stream's pieces in chunks, an event only where a
     #: piece's end is seen (:mod:`sim.engine.chains`; False: an event per piece).
     chunks = True
+    #: Count each round's flows on latches (:meth:`~sim.network.FlowNetwork.join_latch`)
+    #: so that a completion that releases nothing is recorded without an event of its
+    #: own (False: every completion settles its flow's ``done``).
+    quiet = True
 
     def __init__(
         self, env: simpy.Environment, net: FlowNetwork, present: np.ndarray, delay_s: np.ndarray
@@ -124,8 +128,11 @@ class NetworkClock:
                 yield self.env.timeout(idle_s)
             return
         done = self.env.event()
-        chunks = self.chunks and not self.net.sends_watched
+        watched = self.net.sends_watched
+        chunks = self.chunks and not watched
         state = _RoundState(plan, flows, done, self.streams, chunks)
+        if self.quiet and not watched:
+            state.take_latches(self.net)
         roots = state.roots()
         start_s = self.delay_s[flows.src[roots]] if flows.start_s is None else flows.start_s[roots]
         for at in np.unique(start_s).tolist():
@@ -138,12 +145,13 @@ class NetworkClock:
         self._release(state.ready_at_start(), state)
         if state.chains is None:
             yield done
-            return
-        self._chunked[id(state)] = state
-        try:
-            yield done
-        finally:
-            del self._chunked[id(state)]
+        else:
+            self._chunked[id(state)] = state
+            try:
+                yield done
+            finally:
+                del self._chunked[id(state)]
+        state.give_back_latches(self.net)  # every flow has ended
 
     def settle(self) -> None:
         """Count the pieces that have ended inside chunks in flight (messages, flows,
@@ -222,6 +230,8 @@ class NetworkClock:
         if chains is not None and c >= 0:
             chains.flow[c] = flow
         flow.done.callbacks.append(on_end)
+        if state.latch is not None and c < 0 and state.latch[i] >= 0:
+            self.net.join_latch(flow, state.latch[i], partial(self._on_quiet, i, state))
         if state.timeout_s is not None:  # none on a chunk's pieces (Chains.build)
             limit = state.timeout_s[i]
             if limit < math.inf:
@@ -316,6 +326,12 @@ class NetworkClock:
             state.open.pop(state.cont[i], None)
         self._release(state.ended(i, bool(event.ok)), state)
 
+    def _on_quiet(self, i: int, state: _RoundState, _flow: Flow) -> None:
+        """Flow i completed quietly: others of its latch are in flight, so its end opens
+        no gate, starts no flow and does not end the round (``_RoundState.take_latches``)."""
+        if state.ended(i, True):
+            raise RuntimeError(f"flow {i} ended quietly but released flows")
+
     def _on_timeout(self, i: int, flow: Any, key: int, state: _RoundState, _event: Any) -> None:
         if flow.id != key or flow.phase in ("done", "failed") or self.net.due(flow):
             # ended (a stream's flow carries a later piece under a new id), or ends at
@@ -370,12 +386,54 @@ class _RoundState:
         self.open: dict[int, Any] = {}
         #: The streams run in chunks (None: each piece is an event).
         self.chains: Chains | None = None
+        #: latch[i]: the latch flow i counts on in the network, -1: none
+        #: (:meth:`take_latches`; None: no latches)
+        self.latch: list[int] | None = None
+        self._latches: tuple[int, int] | None = None
         if streams and flows.streamed is not None:
             cont = _continuations(flows, self.after, self.waits)
             if cont is not None:
                 self.cont = cont.tolist()
                 if chunks:
                     self.chains = Chains.build(flows, self.cont, self.gate_left)
+
+    def take_latches(self, net: FlowNetwork) -> None:
+        """Reserve the round's latches in ``net`` and say which flow counts on which
+        (:attr:`latch`): a latch per gate and one for the round. A flow whose end can
+        release nothing while another flow of its latch is in flight counts on it:
+
+        - a flow opening a gate, whose followers (``after`` it) all wait for that gate:
+          the gate stays shut while another of its flows is in flight;
+        - a flow opening no gate and followed by none: the round goes on while another
+          such flow is in flight.
+
+        Streams' pieces and chunks never count (their ends move streams)."""
+        n, flows = len(self.src), self.flows
+        n_gates = len(self.gate_left)
+        base = net.latches(n_gates + 1)
+        if base < 0 or n == 0:
+            return
+        opens = np.full(n, -1, dtype=np.intp) if flows.opens is None else flows.opens
+        j = np.flatnonzero(self.after >= 0)
+        i = self.after[j]
+        followed = np.zeros(n, dtype=bool)
+        followed[i] = True
+        elsewhere = np.zeros(n, dtype=bool)  # a follower waits for another gate
+        elsewhere[i[self.waits[j] != opens[i]]] = True
+        latch = np.full(n, -1, dtype=np.int64)
+        gated = (opens >= 0) & ~elsewhere
+        latch[gated] = base + opens[gated]
+        latch[(opens < 0) & ~followed] = base + n_gates
+        if self.cont is not None:
+            latch[np.asarray(self.cont) >= 0] = -1
+        self.latch = latch.tolist()
+        self._latches = (base, n_gates + 1)
+
+    def give_back_latches(self, net: FlowNetwork) -> None:
+        """Free the latches of :meth:`take_latches` (every flow of the round has ended)."""
+        if self._latches is not None:
+            net.free_latches(*self._latches)
+            self._latches = None
 
     def roots(self) -> np.ndarray:
         """Flows that wait for nothing: they start with the round."""

@@ -650,6 +650,89 @@ def pop_due(now: float, keep: Any, due: Any, st: State) -> tuple[int, int, float
 
 
 @_jit
+def pop_chain(
+    now: float,
+    horizon: float,
+    keep: Any,
+    latch_of: Any,
+    latch_left: Any,
+    due: Any,
+    when: Any,
+    quiet: Any,
+    st: State,
+) -> tuple[int, float, float]:
+    """:func:`pop_due` at ``now``, then at the instants of the next completions after it,
+    one after the other, while every flow completing there is *quiet* and the instant is
+    before ``horizon`` (the next other event of the simulation).
+
+    A due flow is quiet when it is counted on a latch (``latch_of[slot] >= 0``), is not
+    a stream's piece (``keep``), and other flows of its latch are still in flight once it
+    left (``latch_left``, decremented here for every due flow on a latch). The flows of
+    the first instant are popped whatever they are; an instant after it with a flow that
+    is not quiet is left in the calendar as it was (entries and latch counts restored),
+    to be popped by the next wake-up. Each later instant is the one the wake-up after the
+    previous instant would have fired at: ``t + max(finish - t, 0)``.
+
+    Returns n (the due slots are ``due[:n]``, their instants ``when[:n]``, quietness
+    ``quiet[:n]``), the last instant popped and the next completion time."""
+    hot, cold, cal, pos, meta, ss, sf = st[0], st[1], st[6], st[7], st[8], st[11], st[14]
+    n, t, first = 0, now, True
+    while True:
+        m, loud = n, False
+        while meta[HSIZE] > 0:
+            f = cal[0].slot
+            finish = cal[0].finish
+            if not (finish <= t or (finish - t) * hot[f].rate <= REL_EPS * cold[f].nbytes):
+                break
+            due[n], when[n] = f, finish
+            q = not keep[f] and latch_of[f] >= 0
+            if q:
+                latch_left[latch_of[f]] -= 1
+                q = latch_left[latch_of[f]] > 0
+            quiet[n] = q
+            loud = loud or not q
+            n += 1
+            pos[f] = -1
+            last = meta[HSIZE] - 1
+            meta[HSIZE] = last
+            if last > 0:
+                e = cal[last]
+                cal[0].finish, cal[0].id, cal[0].slot = e.finish, e.id, e.slot
+                _cal_sift(cal, pos, last, 0)
+        if n == m:
+            break
+        if loud and not first:  # left for the wake-up at t
+            for u in range(m, n):
+                f = due[u]
+                if not keep[f] and latch_of[f] >= 0:
+                    latch_left[latch_of[f]] += 1
+                ss[XTRA, u - m] = f
+                sf[u - m] = when[u]
+            _cal_apply(n - m, st)
+            n = m
+            break
+        nout = 0
+        for u in range(m, n):
+            f = due[u]
+            when[u] = t
+            if keep[f]:
+                c = cold[f]
+                c.rem, c.t_last, c.nbytes = 0.0, t, 0.0
+            else:
+                ss[OUT, nout] = f
+                nout += 1
+        _leave_all(nout, t, st)
+        if loud or meta[HSIZE] == 0:
+            break
+        wait = cal[0].finish - t
+        after = t + (wait if wait > 0.0 else 0.0)
+        if not after < horizon:
+            break
+        t, first = after, False
+    return n, t, next_finish(st)
+
+
+@_jit
 def refill(f: int, key: int, nbytes: float, now: float, st: State) -> float:
     """The parked flow in slot ``f`` carries its next piece, ``nbytes`` from now at the
     rate it has, as flow ``key``, last on its resources as a new flow would be (it leaves

@@ -71,6 +71,12 @@ class CompiledCore:
         #: slots of the last ``pop_due``
         self.keep = np.zeros(self.slots, dtype=np.bool_)
         self.due = np.zeros(self.slots, dtype=np.int64)
+        #: (slots,) per slot: the latch its flow is counted on (-1: none; set at
+        #: ``enter``, see :meth:`~sim.network.flows.FlowNetwork.join_latch`); the
+        #: instants and quietness of the last ``pop_chain``'s due slots
+        self.latch_of = np.full(self.slots, -1, dtype=np.int64)
+        self.when = np.zeros(self.slots)
+        self.quiet = np.zeros(self.slots, dtype=np.bool_)
         self.next = math.inf  # the next completion time, as the last kernel left it
 
     # -- the core's interface (see GeneralCore) -------------------------------------------
@@ -88,6 +94,7 @@ class CompiledCore:
             flow_of[slot] = flow
             if flow.keep:
                 self.keep[slot] = True
+            self.latch_of[slot] = flow.latch
             res = flow.res
             n = len(res)
             self.next = self.k.enter_one(
@@ -95,12 +102,13 @@ class CompiledCore:
             )
             return
         slots = [free.pop() for _ in range(k)]
-        keep = self.keep
+        keep, latch_of = self.keep, self.latch_of
         for flow, slot in zip(flows, slots, strict=True):
             flow.slot = slot
             flow_of[slot] = flow
             if flow.keep:
                 keep[slot] = True
+            latch_of[slot] = flow.latch
         self.next = self.k.enter(
             np.array(slots, dtype=np.int64),
             np.array([flow.id for flow in flows], dtype=np.int64),
@@ -142,6 +150,32 @@ class CompiledCore:
                     leaving.append(flow)
             self._release(leaving, [flow.slot for flow in leaving])
         return flows
+
+    def pop_chain(
+        self, now: float, horizon: float, latch_left: np.ndarray
+    ) -> tuple[list[Flow], list[float], list[bool], float]:
+        """:meth:`pop_due` at ``now``, then at the next completion instants before
+        ``horizon`` as long as all their flows are quiet (``_compiled_jit.pop_chain``):
+        the flows out of the network in order, each one's instant and quietness, and the
+        last instant popped."""
+        n, last, self.next = self.k.pop_chain(
+            now, horizon, self.keep, self.latch_of, latch_left, self.due, self.when,
+            self.quiet, self.st,
+        )  # fmt: skip
+        if n == 0:
+            return [], [], [], now
+        slots = self.due[:n].tolist()
+        flow_of = self.flow_of
+        flows: list[Any] = [flow_of[slot] for slot in slots]
+        leaving, left = [], []
+        for flow, slot in zip(flows, slots, strict=True):
+            if flow.keep:  # a stream's piece stays, parked (its slot and place)
+                flow.parked = True
+            else:
+                leaving.append(flow)
+                left.append(slot)
+        self._release(leaving, left)
+        return flows, self.when[:n].tolist(), self.quiet[:n].tolist(), last
 
     def refill(self, flow: Flow, key: int, now: float) -> None:
         """The parked ``flow`` carries its next piece (``remaining`` bytes) from now, at
@@ -226,5 +260,8 @@ class CompiledCore:
         self.free = list(range(slots - 1, old_slots - 1, -1)) + self.free
         self.flow_of += [None] * (slots - old_slots)
         self.keep = np.concatenate([self.keep, np.zeros(slots - old_slots, dtype=np.bool_)])
+        self.latch_of = np.concatenate([self.latch_of, np.full(slots - old_slots, -1)])
         self.due = np.zeros(slots, dtype=np.int64)
+        self.when = np.zeros(slots)
+        self.quiet = np.zeros(slots, dtype=np.bool_)
         self.slots, self.width = slots, width

@@ -16,6 +16,7 @@ numba), which give bit-identical results; see :data:`SOLVERS`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
@@ -68,8 +69,9 @@ class Flow(Share):
     """
 
     __slots__ = (
-        "bytes_sent", "done", "dst", "end_s", "id", "keep", "latency_s", "nbytes", "parked",
-        "phase", "remaining", "slot", "src", "start_s", "t_last", "tag", "version",
+        "bytes_sent", "done", "dst", "end_s", "id", "keep", "latch", "latency_s", "nbytes",
+        "parked", "phase", "quiet", "remaining", "slot", "src", "start_s", "t_last", "tag",
+        "version",
     )  # fmt: skip
     done: simpy.Event
     start_s: float
@@ -88,6 +90,11 @@ class Flow(Share):
         #: parked: its piece is done and it keeps its place (and rate) in the bandwidth
         #: phase until the next piece is resumed or the stream closed.
         self.keep = self.parked = False
+        #: latch: the latch the flow is counted on (-1: none) and quiet: what its quiet
+        #: completion calls instead of settling ``done``
+        #: (:meth:`FlowNetwork.join_latch`)
+        self.latch = -1
+        self.quiet: Callable[[Flow], None] | None = None
 
     def __repr__(self) -> str:
         return f"Flow(id={self.id}, {self.src}->{self.dst}, {self.nbytes:g} B, {self.phase})"
@@ -165,6 +172,14 @@ class FlowNetwork:
         self._in = [0.0] * self.n
         self.flows_started = self.flows_completed = self.flows_failed = 0
         self._latency_batches: dict[float, list[Flow]] = {}
+        #: flows in flight on each latch (:meth:`join_latch`); None: no quiet
+        #: completions (the general core completes one instant per wake-up); freed
+        #: latch blocks by size
+        self._latch_left: np.ndarray | None = None
+        if isinstance(self._core, compiled.CompiledCore):
+            self._latch_left = np.zeros(64, dtype=np.int64)
+        self._latch_top = 0
+        self._latch_free: dict[int, list[int]] = {}
 
     # -- public API ----------------------------------------------------------------------
     def send(
@@ -259,6 +274,58 @@ class FlowNetwork:
                 self._core.remove((flow,), now)
         self._schedule_wake(now)
         return flow
+
+    # -- latches: completions nobody needs to see at once -------------------------------
+    def latches(self, k: int) -> int:
+        """Reserve ``k`` latches (counters of flows in flight, :meth:`join_latch`); the
+        first one's number, the others follow it; -1 where the network has no quiet
+        completions (the general core). Give them back with :meth:`free_latches`."""
+        left = self._latch_left
+        if left is None:
+            return -1
+        free = self._latch_free.get(k)
+        if free:
+            return free.pop()
+        base = self._latch_top
+        self._latch_top = top = base + k
+        if top > left.size:
+            grown = np.zeros(max(2 * left.size, top), dtype=np.int64)
+            grown[: left.size] = left
+            self._latch_left = grown
+        return base
+
+    def free_latches(self, base: int, k: int) -> None:
+        """Give back the ``k`` latches from ``base`` (:meth:`latches`): no flow of theirs
+        may be in flight."""
+        left = self._latch_left
+        if base < 0 or left is None:
+            return
+        if left[base : base + k].any():
+            raise RuntimeError(f"free_latches: flows still in flight on latches {base}..")
+        self._latch_free.setdefault(k, []).append(base)
+
+    def join_latch(self, flow: Flow, latch: int, quiet: Callable[[Flow], None]) -> None:
+        """Count the in-flight ``flow`` on ``latch`` (from :meth:`latches`) until it ends.
+
+        When it completes while other flows of its latch are still in flight, and
+        nothing else of the simulation happens at that instant, its completion is
+        *quiet*: the network calls ``quiet(flow)`` at once instead of settling ``done``
+        (which then never fires), and may go on to the next completion instants
+        without a wake-up each, as long as every flow completing there is quiet and no
+        other event comes first. The caller promises that such a completion starts
+        nothing and that nothing else waits for ``done``: its ``quiet`` only records
+        it. The last flow of a latch to end, a failure, and a stream's piece end as
+        usual. Times, counts and order are those of the usual path."""
+        left = self._latch_left
+        if left is None or latch < 0 or flow.keep:
+            return
+        if flow.phase is DONE or flow.phase is FAILED:
+            return
+        flow.latch, flow.quiet = latch, quiet
+        left[latch] += 1
+        if flow.slot >= 0:
+            core = cast(compiled.CompiledCore, self._core)
+            core.latch_of[flow.slot] = latch
 
     def shorten(self, flow: Flow, nbytes: float, keep: bool) -> None:
         """``flow``, in its bandwidth phase, carries ``nbytes`` in all instead of its size (at
@@ -414,6 +481,9 @@ class FlowNetwork:
             return  # superseded by an earlier wake-up
         self._wake_at = math.inf
         now = self.env.now
+        if self._latch_left is not None:
+            self._on_wake_chained(now)
+            return
         due = self._core.pop_due(now)
         in_flight, out, into = self._in_flight, self._out, self._in
         for flow in due:  # _complete, inlined: a wake-up may complete thousands of flows
@@ -427,6 +497,42 @@ class FlowNetwork:
         self._schedule_wake(now)
         for flow in due:
             flow.done.succeed(now)
+
+    def _on_wake_chained(self, now: float) -> None:
+        """The wake-up on the compiled core: the flows due now, and those of the next
+        instants whose completions are all quiet (:meth:`join_latch`) while nothing
+        else happens before them (their instants are before the simulation's next
+        event): one wake-up instead of one per instant, with the same results."""
+        horizon = self.env.peek()
+        inline = horizon > now  # nothing else happens at this instant
+        core = cast(compiled.CompiledCore, self._core)
+        left = cast(np.ndarray, self._latch_left)
+        due, when, quiet, last = core.pop_chain(now, horizon if inline else now, left)
+        in_flight, out, into = self._in_flight, self._out, self._in
+        for flow, end_s in zip(due, when, strict=True):  # _complete, inlined
+            flow.phase, flow.end_s, flow.parked = DONE, end_s, flow.keep
+            flow.latch = -1  # counted off by the kernel
+            del in_flight[flow.src][flow.id]
+            in_flight[flow.dst].pop(flow.id, None)
+            flow.bytes_sent = nbytes = flow.nbytes
+            out[flow.src] += nbytes
+            into[flow.dst] += nbytes
+        self.flows_completed += len(due)
+        if last == now:
+            self._schedule_wake(now)
+        else:  # the wake-up the last instant would have scheduled, at its exact time
+            finish = core.next_finish()
+            if finish < math.inf:
+                self._wake_at = finish
+                self._wake_version += 1
+                at = last + max(finish - last, 0.0)
+                timer = simpy.Timeout(self.env, _delay_to(now, at), self._wake_version)
+                timer.callbacks.append(self._on_wake)
+        for flow, q in zip(due, quiet, strict=True):
+            if q and inline:
+                flow.quiet(flow)  # type: ignore[misc]
+            else:
+                flow.done.succeed(now)
 
     # -- bookkeeping ---------------------------------------------------------------------
     def _schedule_wake(self, now: float) -> None:
@@ -445,6 +551,9 @@ class FlowNetwork:
 
     def _end(self, flow: Flow, phase: str, now: float) -> None:
         flow.phase, flow.end_s = phase, now
+        if flow.latch >= 0:
+            cast(np.ndarray, self._latch_left)[flow.latch] -= 1
+            flow.latch = -1
         del self._in_flight[flow.src][flow.id]
         self._in_flight[flow.dst].pop(flow.id, None)
 
@@ -478,3 +587,14 @@ class FlowNetwork:
             into[d] += nbytes
         self.flows_started += len(src)
         self.flows_completed += len(src)
+
+
+def _delay_to(now: float, at: float) -> float:
+    """The delay ``d`` with ``now + d == at`` exactly (``at >= now``): SimPy schedules a
+    timeout at ``now + delay``, and ``at - now`` rounded may miss ``at`` by an ulp."""
+    delay = at - now
+    while now + delay < at:
+        delay = math.nextafter(delay, math.inf)
+    while now + delay > at:
+        delay = math.nextafter(delay, -math.inf)
+    return delay
