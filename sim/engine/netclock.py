@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 from typing import Protocol as Interface
@@ -132,7 +133,7 @@ class NetworkClock:
         chunks = self.chunks and not watched
         state = _RoundState(plan, flows, done, self.streams, chunks)
         if self.quiet and not watched:
-            state.take_latches(self.net)
+            state.take_latches(self.net, partial(self._on_quiet, state))
         roots = state.roots()
         start_s = self.delay_s[flows.src[roots]] if flows.start_s is None else flows.start_s[roots]
         for at in np.unique(start_s).tolist():
@@ -222,16 +223,17 @@ class NetworkClock:
             on_end = partial(self._on_end, i, state)
         if stream is not None and stream.parked:
             flow = self.net.resume(stream, nbytes, cont >= 0)
+            flow.tag = i  # the stream's flow carries piece i now
         else:
             streamed = state.streamed is not None and state.streamed[i]
-            flow = self.net.send(src, dst, nbytes, latency=not streamed, keep=cont >= 0)
+            flow = self.net.send(src, dst, nbytes, i, latency=not streamed, keep=cont >= 0)
         if cont >= 0:
             state.open[cont] = flow
         if chains is not None and c >= 0:
             chains.flow[c] = flow
         flow.done.callbacks.append(on_end)
-        if state.latch is not None and c < 0 and state.latch[i] >= 0:
-            self.net.join_latch(flow, state.latch[i], partial(self._on_quiet, i, state))
+        if state.on_quiet is not None and c < 0 and state.latch[i] >= 0:
+            self.net.join_latch(flow, state.latch[i], state.on_quiet)
         if state.timeout_s is not None:  # none on a chunk's pieces (Chains.build)
             limit = state.timeout_s[i]
             if limit < math.inf:
@@ -326,11 +328,12 @@ class NetworkClock:
             state.open.pop(state.cont[i], None)
         self._release(state.ended(i, bool(event.ok)), state)
 
-    def _on_quiet(self, i: int, state: _RoundState, _flow: Flow) -> None:
-        """Flow i completed quietly: others of its latch are in flight, so its end opens
-        no gate, starts no flow and does not end the round (``_RoundState.take_latches``)."""
-        if state.ended(i, True):
-            raise RuntimeError(f"flow {i} ended quietly but released flows")
+    def _on_quiet(self, state: _RoundState, flow: Flow) -> None:
+        """The round's flow ``flow.tag`` completed quietly: others of its latch are in
+        flight, so its end opens no gate, starts no flow and does not end the round
+        (``_RoundState.take_latches``)."""
+        if state.ended(flow.tag, True):
+            raise RuntimeError(f"flow {flow.tag} ended quietly but released flows")
 
     def _on_timeout(self, i: int, flow: Any, key: int, state: _RoundState, _event: Any) -> None:
         if flow.id != key or flow.phase in ("done", "failed") or self.net.due(flow):
@@ -387,9 +390,10 @@ class _RoundState:
         #: The streams run in chunks (None: each piece is an event).
         self.chains: Chains | None = None
         #: latch[i]: the latch flow i counts on in the network, -1: none
-        #: (:meth:`take_latches`; None: no latches)
-        self.latch: list[int] | None = None
+        #: (:meth:`take_latches`; set with ``on_quiet``)
+        self.latch: list[int] = []
         self._latches: tuple[int, int] | None = None
+        self.on_quiet: Callable[[Flow], None] | None = None
         if streams and flows.streamed is not None:
             cont = _continuations(flows, self.after, self.waits)
             if cont is not None:
@@ -397,9 +401,10 @@ class _RoundState:
                 if chunks:
                     self.chains = Chains.build(flows, self.cont, self.gate_left)
 
-    def take_latches(self, net: FlowNetwork) -> None:
+    def take_latches(self, net: FlowNetwork, on_quiet: Callable[[Flow], None]) -> None:
         """Reserve the round's latches in ``net`` and say which flow counts on which
-        (:attr:`latch`): a latch per gate and one for the round. A flow whose end can
+        (:attr:`latch`): a latch per gate and one for the round; ``on_quiet`` records a
+        quiet end (the network flow's ``tag`` is the round's flow index). A flow whose end can
         release nothing while another flow of its latch is in flight counts on it:
 
         - a flow opening a gate, whose followers (``after`` it) all wait for that gate:
@@ -428,6 +433,7 @@ class _RoundState:
             latch[np.asarray(self.cont) >= 0] = -1
         self.latch = latch.tolist()
         self._latches = (base, n_gates + 1)
+        self.on_quiet = on_quiet
 
     def give_back_latches(self, net: FlowNetwork) -> None:
         """Free the latches of :meth:`take_latches` (every flow of the round has ended)."""

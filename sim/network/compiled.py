@@ -164,17 +164,18 @@ class CompiledCore:
         )  # fmt: skip
         if n == 0:
             return [], [], [], now
-        slots = self.due[:n].tolist()
-        flow_of = self.flow_of
-        flows: list[Any] = [flow_of[slot] for slot in slots]
-        leaving, left = [], []
-        for flow, slot in zip(flows, slots, strict=True):
+        active, flow_of, free = self.active, self.flow_of, self.free
+        flows: list[Any] = []
+        for slot in self.due[:n].tolist():  # _release, inlined
+            flow = flow_of[slot]
+            flows.append(flow)
             if flow.keep:  # a stream's piece stays, parked (its slot and place)
                 flow.parked = True
             else:
-                leaving.append(flow)
-                left.append(slot)
-        self._release(leaving, left)
+                del active[flow.id]
+                flow_of[slot] = None
+                flow.slot = -1
+                free.append(slot)
         return flows, self.when[:n].tolist(), self.quiet[:n].tolist(), last
 
     def refill(self, flow: Flow, key: int, now: float) -> None:

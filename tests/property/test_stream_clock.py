@@ -128,9 +128,9 @@ class Recording(NetworkClock):
                 self.ties.add(i)
         super()._on_end(i, state, event)
 
-    def _on_quiet(self, i: int, state: Any, flow: Any) -> None:
-        self.ends[i] = float(flow.end_s)  # a quiet end is no event: env.now may be earlier
-        super()._on_quiet(i, state, flow)
+    def _on_quiet(self, state: Any, flow: Any) -> None:
+        self.ends[flow.tag] = float(flow.end_s)  # no event of its own: env.now may be earlier
+        super()._on_quiet(state, flow)
 
     def _on_refused(self, i: int, state: Any, event: Any) -> None:
         self.ends[i] = float(self.env.now)
