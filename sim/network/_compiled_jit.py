@@ -676,7 +676,7 @@ def pop_chain(
     Returns n (the due slots are ``due[:n]``, their instants ``when[:n]``, quietness
     ``quiet[:n]``), the last instant popped and the next completion time."""
     hot, cold, cal, pos, meta, ss, sf = st[0], st[1], st[6], st[7], st[8], st[11], st[14]
-    n, t, first = 0, now, True
+    n, t, first, done = 0, now, True, now
     while True:
         m, loud = n, False
         while meta[HSIZE] > 0:
@@ -722,6 +722,7 @@ def pop_chain(
                 ss[OUT, nout] = f
                 nout += 1
         _leave_all(nout, t, st)
+        done = t
         if loud or meta[HSIZE] == 0:
             break
         wait = cal[0].finish - t
@@ -729,7 +730,7 @@ def pop_chain(
         if not after < horizon:
             break
         t, first = after, False
-    return n, t, next_finish(st)
+    return n, done, next_finish(st)
 
 
 @_jit

@@ -526,7 +526,7 @@ class FlowNetwork:
                 self._wake_at = finish
                 self._wake_version += 1
                 at = last + max(finish - last, 0.0)
-                timer = simpy.Timeout(self.env, _delay_to(now, at), self._wake_version)
+                timer = simpy.Timeout(self.env, _Instant(at), self._wake_version)
                 timer.callbacks.append(self._on_wake)
         for flow, q in zip(due, quiet, strict=True):
             if q and inline:
@@ -589,12 +589,13 @@ class FlowNetwork:
         self.flows_completed += len(src)
 
 
-def _delay_to(now: float, at: float) -> float:
-    """The delay ``d`` with ``now + d == at`` exactly (``at >= now``): SimPy schedules a
-    timeout at ``now + delay``, and ``at - now`` rounded may miss ``at`` by an ulp."""
-    delay = at - now
-    while now + delay < at:
-        delay = math.nextafter(delay, math.inf)
-    while now + delay > at:
-        delay = math.nextafter(delay, -math.inf)
-    return delay
+class _Instant(float):
+    """The delay of a SimPy timeout that must fire at an exact instant, its value.
+
+    SimPy schedules a timeout at ``now + delay``, and no float ``delay`` may give ``at``
+    exactly (``now`` = 3.0380555555555557 never reaches 7.054722222222222: every sum
+    rounds to an even last bit). A subclass of float is asked first for the reflected
+    ``now + self``, which here is the instant itself."""
+
+    def __radd__(self, now: float) -> float:
+        return float(self)

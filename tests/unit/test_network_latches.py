@@ -15,7 +15,7 @@ import pytest
 import simpy
 
 from sim.network import FlowNetwork, compiled
-from sim.network.flows import DONE, _delay_to
+from sim.network.flows import DONE, _Instant
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="numba not installed")
 
@@ -128,10 +128,22 @@ def test_the_general_core_has_no_latches() -> None:
     assert flow.latch == -1
 
 
-@pytest.mark.parametrize("now", [0.0, 0.1, 1.0 / 3.0, 12345.678, 1e9 + 0.5])
-@pytest.mark.parametrize("gap", [0.0, 1e-17, 1e-9, 0.2, 1.0 / 7.0, 77.7])
-def test_delay_to_lands_on_the_exact_instant(now: float, gap: float) -> None:
-    at = now + gap
-    for target in (at, np.nextafter(at, np.inf), np.nextafter(at, 2 * at + 1)):
-        target = float(target)
-        assert now + _delay_to(now, target) == target
+@pytest.mark.parametrize("now", [0.0, 0.1, 1.0 / 3.0, 3.0380555555555557, 12345.678, 1e9 + 0.5])
+@pytest.mark.parametrize("gap", [0.0, 1e-17, 1e-9, 0.2, 1.0 / 7.0, 4.016666666666666, 77.7])
+def test_a_wake_up_lands_on_its_exact_instant(now: float, gap: float) -> None:
+    """``_Instant``: a SimPy timeout at the very instant, even one that no float delay
+    reaches from ``now`` (3.0380555555555557 + d is never 7.054722222222222)."""
+    for at in (now + gap, float(np.nextafter(now + gap, np.inf))):
+        env = simpy.Environment(initial_time=now)
+        simpy.Timeout(env, _Instant(at))
+        assert env.peek() == at
+        env.step()
+        assert env.now == at
+
+
+def test_some_instants_are_out_of_reach_of_a_plain_delay() -> None:
+    """Why ``_Instant`` exists: the case a Hypothesis round met."""
+    now, at = 3.0380555555555557, 7.054722222222222
+    delay = at - now
+    reached = {now + float(np.nextafter(delay, np.inf * k)) for k in (-1, 1)} | {now + delay}
+    assert at not in reached
