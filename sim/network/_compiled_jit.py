@@ -617,39 +617,6 @@ def remove(slots: Any, now: float, st: State) -> float:
 
 
 @_jit
-def pop_due(now: float, keep: Any, due: Any, st: State) -> tuple[int, int, float]:
-    """The general core's ``pop_due``: the due slots are ``due[:n]``, in order; returns
-    n, how many of them leave, and the next completion time. A due flow with
-    ``keep[slot]`` set (a stream's piece) stays in its bandwidth phase at its rate,
-    *parked*: no bytes left, ``nbytes`` 0 (no calendar entry until :func:`refill`); the
-    others leave."""
-    hot, cold, cal, pos, meta, ss = st[0], st[1], st[6], st[7], st[8], st[11]
-    n, nout = 0, 0
-    while meta[HSIZE] > 0:
-        f = cal[0].slot
-        finish = cal[0].finish
-        if not (finish <= now or (finish - now) * hot[f].rate <= REL_EPS * cold[f].nbytes):
-            break
-        due[n] = f
-        n += 1
-        if keep[f]:
-            c = cold[f]
-            c.rem, c.t_last, c.nbytes = 0.0, now, 0.0
-        else:
-            ss[OUT, nout] = f
-            nout += 1
-        pos[f] = -1
-        last = meta[HSIZE] - 1
-        meta[HSIZE] = last
-        if last > 0:
-            e = cal[last]
-            cal[0].finish, cal[0].id, cal[0].slot = e.finish, e.id, e.slot
-            _cal_sift(cal, pos, last, 0)
-    _leave_all(nout, now, st)
-    return n, nout, next_finish(st)
-
-
-@_jit
 def pop_chain(
     now: float,
     horizon: float,
@@ -661,8 +628,11 @@ def pop_chain(
     quiet: Any,
     st: State,
 ) -> tuple[int, float, float]:
-    """:func:`pop_due` at ``now``, then at the instants of the next completions after it,
-    one after the other, while every flow completing there is *quiet* and the instant is
+    """The general core's ``pop_due`` at ``now`` (the flows due then leave, in ``(finish,
+    id)`` order; a due flow with ``keep[slot]`` set, a stream's piece, stays in its
+    bandwidth phase at its rate, *parked*: no bytes left, ``nbytes`` 0, no calendar entry
+    until :func:`refill`), then the same at the instants of the next completions, one
+    after the other, while every flow completing there is *quiet* and the instant is
     before ``horizon`` (the next other event of the simulation).
 
     A due flow is quiet when it is counted on a latch (``latch_of[slot] >= 0``), is not

@@ -68,7 +68,7 @@ class CompiledCore:
         self.flow_of: list[Flow | None] = [None] * self.slots
         #: (slots,) per slot: its flow is a stream's piece (``Flow.keep``; False for a
         #: free slot: set at ``enter``/``refill``, cleared when the flow leaves); the due
-        #: slots of the last ``pop_due``
+        #: slots of the last ``pop_chain``
         self.keep = np.zeros(self.slots, dtype=np.bool_)
         self.due = np.zeros(self.slots, dtype=np.int64)
         #: (slots,) per slot: the latch its flow is counted on (-1: none; set at
@@ -131,33 +131,14 @@ class CompiledCore:
         self.keep[slots] = False
         self._release(flows, slots)
 
-    def pop_due(self, now: float) -> list[Flow]:
-        """The flows that complete now, in ``(finish, id)`` order, out of the network."""
-        n, nout, self.next = self.k.pop_due(now, self.keep, self.due, self.st)
-        if n == 0:
-            return []
-        slots = self.due[:n].tolist()
-        flow_of = self.flow_of
-        flows: list[Any] = [flow_of[slot] for slot in slots]
-        if nout == n:
-            self._release(flows, slots)
-        else:  # streams' pieces stay, parked (their slots and places)
-            leaving = []
-            for flow in flows:
-                if flow.keep:
-                    flow.parked = True
-                else:
-                    leaving.append(flow)
-            self._release(leaving, [flow.slot for flow in leaving])
-        return flows
-
     def pop_chain(
-        self, now: float, horizon: float, latch_left: np.ndarray
+        self, now: float, horizon: float, latch_left: np.ndarray | None
     ) -> tuple[list[Flow], list[float], list[bool], float]:
-        """:meth:`pop_due` at ``now``, then at the next completion instants before
+        """The flows that complete now, in ``(finish, id)`` order, out of the network
+        (streams' pieces stay, parked), then those of the next completion instants before
         ``horizon`` as long as all their flows are quiet (``_compiled_jit.pop_chain``):
-        the flows out of the network in order, each one's instant and quietness, and the
-        last instant popped."""
+        the flows in order, each one's instant and quietness, and the last instant."""
+        assert latch_left is not None  # the network keeps latches for this core
         n, last, self.next = self.k.pop_chain(
             now, horizon, self.keep, self.latch_of, latch_left, self.due, self.when,
             self.quiet, self.st,

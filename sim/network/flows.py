@@ -477,37 +477,18 @@ class FlowNetwork:
         self._schedule_wake(now)
 
     def _on_wake(self, event: simpy.Event) -> None:
+        """The flows due now complete; on the compiled core, so do those of the next
+        instants whose completions are all quiet (:meth:`join_latch`) while nothing
+        else happens before them (their instants are before the simulation's next
+        event): one wake-up instead of one per instant, with the same results."""
         if event.value != self._wake_version:
             return  # superseded by an earlier wake-up
         self._wake_at = math.inf
         now = self.env.now
-        if self._latch_left is not None:
-            self._on_wake_chained(now)
-            return
-        due = self._core.pop_due(now)
-        in_flight, out, into = self._in_flight, self._out, self._in
-        for flow in due:  # _complete, inlined: a wake-up may complete thousands of flows
-            flow.phase, flow.end_s, flow.parked = DONE, now, flow.keep
-            del in_flight[flow.src][flow.id]
-            in_flight[flow.dst].pop(flow.id, None)
-            flow.bytes_sent = nbytes = flow.nbytes
-            out[flow.src] += nbytes
-            into[flow.dst] += nbytes
-        self.flows_completed += len(due)
-        self._schedule_wake(now)
-        for flow in due:
-            flow.done.succeed(now)
-
-    def _on_wake_chained(self, now: float) -> None:
-        """The wake-up on the compiled core: the flows due now, and those of the next
-        instants whose completions are all quiet (:meth:`join_latch`) while nothing
-        else happens before them (their instants are before the simulation's next
-        event): one wake-up instead of one per instant, with the same results."""
         horizon = self.env.peek()
         inline = horizon > now  # nothing else happens at this instant
-        core = cast(compiled.CompiledCore, self._core)
-        left = cast(np.ndarray, self._latch_left)
-        due, when, quiet, last = core.pop_chain(now, horizon if inline else now, left)
+        core = self._core
+        due, when, quiet, last = core.pop_chain(now, horizon if inline else now, self._latch_left)
         in_flight, out, into = self._in_flight, self._out, self._in
         for flow, end_s in zip(due, when, strict=True):  # _complete, inlined
             flow.phase, flow.end_s, flow.parked = DONE, end_s, flow.keep

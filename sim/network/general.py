@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from sim.network.maxmin import REL_EPS, FlowsOn, Ordered, reallocate
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from sim.network.flows import Flow
 
 _NOTHING: tuple[Flow, ...] = ()
@@ -73,6 +75,15 @@ class GeneralCore:
             for r in flow.res:
                 changed[r] = None
         self.reallocate(_NOTHING, changed, now)
+
+    def pop_chain(
+        self, now: float, horizon: float, latch_left: np.ndarray | None
+    ) -> tuple[list[Flow], list[float], list[bool], float]:
+        """The compiled core's ``pop_chain`` without chains: the flows that complete now
+        (:meth:`pop_due`), each at ``now`` and none quiet (this core keeps no latches:
+        ``horizon`` and ``latch_left`` are not used), and ``now``."""
+        due = self.pop_due(now)
+        return due, [now] * len(due), [False] * len(due), now
 
     def pop_due(self, now: float) -> list[Flow]:
         """The flows that complete now, in ``(finish, id)`` order, out of the network."""
