@@ -133,7 +133,9 @@ class NetworkClock:
         chunks = self.chunks and not watched
         state = _RoundState(plan, flows, done, self.streams, chunks)
         if self.quiet and not watched:
-            state.take_latches(self.net, partial(self._on_quiet, state))
+            state.take_latches(
+                self.net, partial(self._on_quiet, state), partial(self._on_loud, state)
+            )
         roots = state.roots()
         start_s = self.delay_s[flows.src[roots]] if flows.start_s is None else flows.start_s[roots]
         for at in np.unique(start_s).tolist():
@@ -209,18 +211,15 @@ class NetworkClock:
             return
         chains = state.chains
         c = -1 if chains is None else chains.chain_of[i]
-        on_end: Any
         if chains is not None and c >= 0:  # a chunk: piece i and the next ones, one flow
             t = chains.pos_of[i]
             last = chains.chunk(c, t)
             pieces = chains.pieces[c]
             nbytes = state.nbytes[i] if last == t else chains.chunk_bytes(c, t, last)
             cont = pieces[last + 1] if last + 1 < len(pieces) else -1
-            on_end = partial(self._on_chunk, c, state)
         else:
             nbytes = state.nbytes[i]
             cont = -1 if state.cont is None else state.cont[i]  # the flow continuing i's stream
-            on_end = partial(self._on_end, i, state)
         if stream is not None and stream.parked:
             flow = self.net.resume(stream, nbytes, cont >= 0)
             flow.tag = i  # the stream's flow carries piece i now
@@ -231,9 +230,14 @@ class NetworkClock:
             state.open[cont] = flow
         if chains is not None and c >= 0:
             chains.flow[c] = flow
-        flow.done.callbacks.append(on_end)
-        if state.on_quiet is not None and c < 0 and state.latch[i] >= 0:
-            self.net.join_latch(flow, state.latch[i], state.on_quiet)
+        if c >= 0:
+            flow.done.callbacks.append(partial(self._on_chunk, c, state))
+        elif not (
+            state.ends is not None
+            and state.latch[i] >= 0
+            and self.net.join_latch(flow, state.latch[i], *state.ends)
+        ):
+            flow.done.callbacks.append(partial(self._on_end, i, state))
         if state.timeout_s is not None:  # none on a chunk's pieces (Chains.build)
             limit = state.timeout_s[i]
             if limit < math.inf:
@@ -328,6 +332,11 @@ class NetworkClock:
             state.open.pop(state.cont[i], None)
         self._release(state.ended(i, bool(event.ok)), state)
 
+    def _on_loud(self, state: _RoundState, flow: Flow, event: Any) -> None:
+        """A flow counted on a latch ended as an event (the last of its latch, or
+        failed): :meth:`_on_end` of the round's flow ``flow.tag``."""
+        self._on_end(flow.tag, state, event)
+
     def _on_quiet(self, state: _RoundState, flow: Flow) -> None:
         """The round's flow ``flow.tag`` completed quietly: others of its latch are in
         flight, so its end opens no gate, starts no flow and does not end the round
@@ -390,10 +399,12 @@ class _RoundState:
         #: The streams run in chunks (None: each piece is an event).
         self.chains: Chains | None = None
         #: latch[i]: the latch flow i counts on in the network, -1: none
-        #: (:meth:`take_latches`; set with ``on_quiet``)
+        #: (:meth:`take_latches`; set with ``ends``)
         self.latch: list[int] = []
         self._latches: tuple[int, int] | None = None
-        self.on_quiet: Callable[[Flow], None] | None = None
+        #: what a flow on a latch calls when it ends quietly and otherwise
+        #: (:meth:`take_latches`; None: no latches)
+        self.ends: tuple[Callable[[Flow], None], Callable[[Flow, simpy.Event], None]] | None = None
         if streams and flows.streamed is not None:
             cont = _continuations(flows, self.after, self.waits)
             if cont is not None:
@@ -401,10 +412,16 @@ class _RoundState:
                 if chunks:
                     self.chains = Chains.build(flows, self.cont, self.gate_left)
 
-    def take_latches(self, net: FlowNetwork, on_quiet: Callable[[Flow], None]) -> None:
+    def take_latches(
+        self,
+        net: FlowNetwork,
+        on_quiet: Callable[[Flow], None],
+        on_loud: Callable[[Flow, simpy.Event], None],
+    ) -> None:
         """Reserve the round's latches in ``net`` and say which flow counts on which
         (:attr:`latch`): a latch per gate and one for the round; ``on_quiet`` records a
-        quiet end (the network flow's ``tag`` is the round's flow index). A flow whose end can
+        quiet end, ``on_loud`` any other end of a flow on a latch (the network flow's
+        ``tag`` is the round's flow index). A flow whose end can
         release nothing while another flow of its latch is in flight counts on it:
 
         - a flow opening a gate, whose followers (``after`` it) all wait for that gate:
@@ -433,7 +450,7 @@ class _RoundState:
             latch[np.asarray(self.cont) >= 0] = -1
         self.latch = latch.tolist()
         self._latches = (base, n_gates + 1)
-        self.on_quiet = on_quiet
+        self.ends = (on_quiet, on_loud)
 
     def give_back_latches(self, net: FlowNetwork) -> None:
         """Free the latches of :meth:`take_latches` (every flow of the round has ended)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -69,11 +70,11 @@ class Flow(Share):
     """
 
     __slots__ = (
-        "bytes_sent", "done", "dst", "end_s", "id", "keep", "latch", "latency_s", "nbytes",
-        "parked", "phase", "quiet", "remaining", "slot", "src", "start_s", "t_last", "tag",
-        "version",
+        "_done", "bytes_sent", "dst", "end_s", "env", "id", "keep", "latch", "latency_s",
+        "loud", "nbytes", "parked", "phase", "quiet", "remaining", "slot", "src", "start_s",
+        "t_last", "tag", "version",
     )  # fmt: skip
-    done: simpy.Event
+    env: simpy.Environment
     start_s: float
 
     def __init__(
@@ -95,6 +96,26 @@ class Flow(Share):
         #: (:meth:`FlowNetwork.join_latch`)
         self.latch = -1
         self.quiet: Callable[[Flow], None] | None = None
+        self.loud: Callable[[Flow, simpy.Event], None] | None = None
+        self._done: simpy.Event | None = None
+
+    @property
+    def done(self) -> simpy.Event:
+        """The flow's event (made on first use: a quiet completion never needs one)."""
+        event = self._done
+        if event is None:
+            event = self._done = simpy.Event(self.env)
+        return event
+
+    def settled(self) -> simpy.Event:
+        """:attr:`done`, about to be settled: with the latch's ``loud`` callback
+        (:meth:`FlowNetwork.join_latch`) attached first if the flow has one."""
+        event = self.done
+        loud = self.loud
+        if loud is not None:
+            self.loud = None
+            event.callbacks.append(partial(loud, self))
+        return event
 
     def __repr__(self) -> str:
         return f"Flow(id={self.id}, {self.src}->{self.dst}, {self.nbytes:g} B, {self.phase})"
@@ -219,7 +240,7 @@ class FlowNetwork:
         flow.keep = keep
         env = self.env
         now = env.now
-        flow.done, flow.start_s = simpy.Event(env), now
+        flow.env, flow.start_s = env, now
         self.flows_started += 1
         in_flight = self._in_flight
         in_flight[src][flow.id] = flow
@@ -260,7 +281,7 @@ class FlowNetwork:
         flow.nbytes, flow.remaining, flow.keep = nbytes, nbytes, keep
         flow.phase, flow.end_s, flow.bytes_sent = BANDWIDTH, math.nan, 0.0
         flow.latency_s = 0.0  # no route latency, as send(latency=False) gives a new piece
-        flow.done, flow.start_s = simpy.Event(self.env), now
+        flow._done, flow.start_s = None, now  # a new piece, a new event
         self._core.refill(flow, key, now)  # flow.id is key from here on
         self._in_flight[flow.src][key] = flow
         self._in_flight[flow.dst][key] = flow
@@ -304,28 +325,38 @@ class FlowNetwork:
             raise RuntimeError(f"free_latches: flows still in flight on latches {base}..")
         self._latch_free.setdefault(k, []).append(base)
 
-    def join_latch(self, flow: Flow, latch: int, quiet: Callable[[Flow], None]) -> None:
-        """Count the in-flight ``flow`` on ``latch`` (from :meth:`latches`) until it ends.
+    def join_latch(
+        self,
+        flow: Flow,
+        latch: int,
+        quiet: Callable[[Flow], None],
+        loud: Callable[[Flow, simpy.Event], None],
+    ) -> bool:
+        """Count the in-flight ``flow`` on ``latch`` (from :meth:`latches`) until it ends;
+        whether it does (not on the general core, nor a stream's piece, nor a flow that
+        has ended already: the caller then watches ``done`` as usual).
 
         When it completes while other flows of its latch are still in flight, and
         nothing else of the simulation happens at that instant, its completion is
         *quiet*: the network calls ``quiet(flow)`` at once instead of settling ``done``
-        (which then never fires), and may go on to the next completion instants
+        (which is then never made), and may go on to the next completion instants
         without a wake-up each, as long as every flow completing there is quiet and no
         other event comes first. The caller promises that such a completion starts
         nothing and that nothing else waits for ``done``: its ``quiet`` only records
-        it. The last flow of a latch to end, a failure, and a stream's piece end as
-        usual. Times, counts and order are those of the usual path."""
+        it. The last flow of a latch to end and a failure settle ``done`` as usual,
+        with ``loud(flow, event)`` as its first callback. Times, counts and order are
+        those of the usual path."""
         left = self._latch_left
         if left is None or latch < 0 or flow.keep:
-            return
+            return False
         if flow.phase is DONE or flow.phase is FAILED:
-            return
-        flow.latch, flow.quiet = latch, quiet
+            return False
+        flow.latch, flow.quiet, flow.loud = latch, quiet, loud
         left[latch] += 1
         if flow.slot >= 0:
             core = cast(compiled.CompiledCore, self._core)
             core.latch_of[flow.slot] = latch
+        return True
 
     def shorten(self, flow: Flow, nbytes: float, keep: bool) -> None:
         """``flow``, in its bandwidth phase, carries ``nbytes`` in all instead of its size (at
@@ -377,8 +408,9 @@ class FlowNetwork:
         if moving:
             self._schedule_wake(now)
         for flow in flows:
-            flow.done.defused = True
-            flow.done.fail(FlowFailed(flow, peer, now))
+            done = flow.settled()
+            done.defused = True
+            done.fail(FlowFailed(flow, peer, now))
         self.flows_failed += len(flows)
         return flows
 
@@ -398,8 +430,9 @@ class FlowNetwork:
         self._account(flow, flow.nbytes - flow.remaining)
         if moving:
             self._schedule_wake(now)
-        flow.done.defused = True
-        flow.done.fail(FlowFailed(flow, -1, now))
+        done = flow.settled()
+        done.defused = True
+        done.fail(FlowFailed(flow, -1, now))
         self.flows_failed += 1
 
     @property
@@ -467,7 +500,7 @@ class FlowNetwork:
         for flow in flows:
             if flow.nbytes == 0.0 or not flow.res:
                 self._complete(flow, now)
-                flow.done.succeed(now)  # maybe inside send(): callers attach callbacks later
+                flow.settled().succeed(now)  # maybe inside send(): callers attach callbacks later
                 continue
             flow.phase = BANDWIDTH
             active[flow.id] = flow
@@ -513,7 +546,7 @@ class FlowNetwork:
             if q and inline:
                 flow.quiet(flow)  # type: ignore[misc]
             else:
-                flow.done.succeed(now)
+                flow.settled().succeed(now)
 
     # -- bookkeeping ---------------------------------------------------------------------
     def _schedule_wake(self, now: float) -> None:
