@@ -57,7 +57,9 @@ class Flow(Share):
     tag : Any
         Whatever the sender attached.
     done : simpy.Event
-        Succeeds with the completion time (seconds) or fails with :class:`FlowFailed`.
+        Succeeds with the completion time (seconds) or fails with :class:`FlowFailed`
+        (made on first use; a quiet completion, :meth:`FlowNetwork.join_latch`, never
+        makes it).
     start_s, latency_s : float
         Send time and route latency, seconds.
     end_s : float
