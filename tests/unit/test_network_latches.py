@@ -64,7 +64,8 @@ def test_all_but_the_last_of_a_latch_end_quietly_at_their_own_instants() -> None
     assert sorted(quiet) == [2, 3, 4]
     for dst, end in quiet.items():
         assert end == pytest.approx(0.01 + 1.0 / dst, rel=1e-12)
-        assert not sent[dst - 1].done.triggered  # quiet: no event (made here, on first use)
+        assert sent[dst - 1]._done is None  # quiet: no event was ever made
+        assert not sent[dst - 1].done.triggered  # made here, on first use
     assert loud == [(1, pytest.approx(1.01, rel=1e-12))]
     assert [flow.phase for flow in sent] == [DONE] * 4
     assert net.flows_completed == 4
