@@ -230,7 +230,6 @@ class NetworkClock:
             state.open[cont] = flow
         if chains is not None and c >= 0:
             chains.flow[c] = flow
-        if c >= 0:
             flow.done.callbacks.append(partial(self._on_chunk, c, state))
         elif not (
             state.ends is not None
@@ -432,8 +431,8 @@ class _RoundState:
         Streams' pieces and chunks never count (their ends move streams)."""
         n, flows = len(self.src), self.flows
         n_gates = len(self.gate_left)
-        base = net.latches(n_gates + 1)
-        if base < 0 or n == 0:
+        base = net.latches(n_gates + 1) if n > 0 else -1
+        if base < 0:
             return
         opens = np.full(n, -1, dtype=np.intp) if flows.opens is None else flows.opens
         j = np.flatnonzero(self.after >= 0)

@@ -522,8 +522,8 @@ class FlowNetwork:
         now = self.env.now
         horizon = self.env.peek()
         inline = horizon > now  # nothing else happens at this instant
-        core = self._core
-        due, when, quiet, last = core.pop_chain(now, horizon if inline else now, self._latch_left)
+        latches = self._latch_left
+        due, when, quiet, last = self._core.pop_chain(now, horizon if inline else now, latches)
         in_flight, out, into = self._in_flight, self._out, self._in
         for flow, end_s in zip(due, when, strict=True):  # _complete, inlined
             flow.phase, flow.end_s, flow.parked = DONE, end_s, flow.keep
@@ -534,16 +534,7 @@ class FlowNetwork:
             out[flow.src] += nbytes
             into[flow.dst] += nbytes
         self.flows_completed += len(due)
-        if last == now:
-            self._schedule_wake(now)
-        else:  # the wake-up the last instant would have scheduled, at its exact time
-            finish = core.next_finish()
-            if finish < math.inf:
-                self._wake_at = finish
-                self._wake_version += 1
-                at = last + max(finish - last, 0.0)
-                timer = simpy.Timeout(self.env, _Instant(at), self._wake_version)
-                timer.callbacks.append(self._on_wake)
+        self._schedule_wake(last)  # as the last instant's own wake-up would have
         for flow, q in zip(due, quiet, strict=True):
             if q and inline:
                 flow.quiet(flow)  # type: ignore[misc]
@@ -551,13 +542,18 @@ class FlowNetwork:
                 flow.settled().succeed(now)
 
     # -- bookkeeping ---------------------------------------------------------------------
-    def _schedule_wake(self, now: float) -> None:
+    def _schedule_wake(self, since: float) -> None:
+        """A wake-up for the next completion, where one scheduled at instant ``since``
+        fires: ``since + max(finish - since, 0)``. ``since`` is now, or the last instant a
+        chained wake-up popped (:meth:`_on_wake`), then reached exactly (``_Instant``)."""
         finish = self._core.next_finish()
         if finish >= self._wake_at:
             return
         self._wake_at = finish
         self._wake_version += 1
-        delay = max(finish - now, 0.0)
+        delay: float = max(finish - since, 0.0)
+        if since != self.env.now:
+            delay = _Instant(since + delay)
         simpy.Timeout(self.env, delay, self._wake_version).callbacks.append(self._on_wake)
 
     def _complete(self, flow: Flow, now: float) -> None:
