@@ -78,8 +78,18 @@ def statistics(
     alive = None if n_alive in (0, n) else xp.asarray(np.flatnonzero(present))
     width = max(1, BLOCK_ELEMENTS // n)
     squares, alive_squares, means, alive_means = 0.0, 0.0, [], []
+    # numpy: one float64 scratch for every block, so that a sample faults in one block's
+    # pages, not a fresh allocation's per block (the same values as ``astype``)
+    scratch = (
+        np.empty(estimate.shape[0] * min(width, dim)) if type(estimate) is np.ndarray else None
+    )
     for start in range(0, dim, width):
-        block = xp.astype(estimate[:, start : start + width], xp.float64)
+        columns = estimate[:, start : start + width]
+        if scratch is None:
+            block = xp.astype(columns, xp.float64)
+        else:
+            block = scratch[: columns.size].reshape(columns.shape)
+            np.copyto(block, columns)
         if rows is not None:
             block = xp.take(block, rows, axis=0)
         mean = xp.mean(block, axis=0)
