@@ -3,8 +3,9 @@
 In a group of g members with shares w (Σw = 1) member i moves S·(1 + (g−2)·w_i) bytes in
 each direction (``protocols.md``, moshpit), so without other traffic the group needs
 max_i S·(1 + (g−2)·w_i)/b_i seconds. :func:`lp_shares` picks the shares that minimise this
-time (a linear program, scipy ``linprog`` with HiGHS); :func:`whole_coordinates` rounds
-them to whole coordinates and :func:`part_bounds` turns those into slices.
+time (a linear program, whose optimum has a closed form: :func:`_optimal_tau`);
+:func:`whole_coordinates` rounds them to whole coordinates and :func:`part_bounds` turns
+those into slices.
 
 b_i is the member's bandwidth ``min(upload, download)`` (:func:`member_bandwidth_bytes_per_s`):
 the NIC is full duplex and member i sends and receives the same S·(1 + (g−2)·w_i) bytes,
@@ -14,9 +15,6 @@ so its own time is max(bytes/upload, bytes/download) = bytes/min(upload, downloa
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linprog
-
-from sim.core.errors import SimulationError
 
 #: The equal split is returned when its time is within this relative distance of the
 #: optimum: it is then optimal up to the solver's round-off.
@@ -69,8 +67,9 @@ def lp_shares(
         minimise T  subject to  S·(1 + (g−2)·w_i)/b_i ≤ T   (0 < b_i < inf)
                                 w ≥ 0,  Σw = 1,  w_i = 0 for members that cannot reduce
 
-    solved in units of S/b_ref (b_ref the largest finite bandwidth) so that the
-    coefficients are O(1) whatever S and b. Members with b_i = inf never limit T;
+    in units of S/b_ref (b_ref the largest finite bandwidth), its optimum T* in closed
+    form (:func:`_optimal_tau`; it agrees with scipy's HiGHS on the same program to
+    1e-9, tested). Members with b_i = inf never limit T;
     members with b_i = 0 make T infinite whatever the shares, so they add no constraint.
 
     The optimum T* may be reached by many shares (a slow client sets T*; an infinite
@@ -156,27 +155,22 @@ def _tau(ratio: np.ndarray, shares: np.ndarray) -> float:
 
 
 def _optimal_tau(ratio: np.ndarray, eligible: np.ndarray) -> float:
-    """τ* = T*·b_ref/S from the linear program (variables w_0 … w_{g−1}, τ)."""
-    g = ratio.size
-    rows = np.flatnonzero(ratio > 0)
-    a_ub = np.zeros((rows.size, g + 1))
-    a_ub[np.arange(rows.size), rows] = ratio[rows] * (g - 2)
-    a_ub[:, g] = -1.0
-    a_eq = np.append(np.ones(g), 0.0)[None, :]
-    bounds = [(0.0, None if ok else 0.0) for ok in eligible] + [(0.0, None)]
-    objective = np.append(np.zeros(g), 1.0)
-    result = linprog(
-        objective,
-        A_ub=a_ub,
-        b_ub=-ratio[rows],
-        A_eq=a_eq,
-        b_eq=[1.0],
-        bounds=bounds,
-        method="highs",
-    )
-    if result.status != 0:
-        raise SimulationError(f"load-balancing LP failed: {result.message} (ratios {ratio})")
-    return float(result.x[g])
+    """τ* = T*·b_ref/S, the linear program's optimum, in closed form.
+
+    Every limiting member needs r_i·(1 + (g−2)·w_i) ≤ τ with w_i ≥ 0, so τ ≥ R = max r_i.
+    At a τ ≥ R an eligible member takes at most its cap u_i(τ) = (τ/r_i − 1)/(g−2) ≥ 0
+    (no limit when r_i = 0: an infinite bandwidth), and the shares reach Σw = 1 once
+    Σ u_i(τ) = (τ·Σ 1/r_i − k)/(g−2) ≥ 1 over the k eligible members, i.e.
+    τ ≥ (g − 2 + k)/Σ 1/r_i. τ* is the larger of the two bounds (R alone when an eligible
+    member has r_i = 0). ``tests/property/test_load_balance_props.py`` checks it against
+    scipy's HiGHS on the linear program itself.
+    """
+    peak = float(ratio.max())
+    if np.any(eligible & (ratio == 0)):
+        return peak
+    count = np.count_nonzero(eligible)
+    fill = (ratio.size - 2 + count) / float(np.sum(1.0 / ratio[eligible]))
+    return max(peak, fill)
 
 
 def _caps(ratio: np.ndarray, eligible: np.ndarray, tau: float) -> np.ndarray:

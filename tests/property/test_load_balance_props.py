@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy.optimize import linprog
 
-from protocols._load_balance import butterfly_time_s, lp_shares, part_bounds, whole_coordinates
+from protocols._load_balance import (
+    _optimal_tau,
+    _time_ratio,
+    butterfly_time_s,
+    lp_shares,
+    part_bounds,
+    whole_coordinates,
+)
 from tests.strategies import group_bandwidths, permutations, share_vectors
 
 VECTOR_BYTES = 4e6
@@ -39,6 +47,38 @@ def _bisection_time_s(bandwidth: np.ndarray, reducer: np.ndarray) -> float:
         middle = (low + high) / 2
         low, high = (low, middle) if enough(middle) else (middle, high)
     return float(high)
+
+
+def _highs_tau(ratio: np.ndarray, eligible: np.ndarray) -> float:
+    """τ* from the linear program itself (variables w_0 … w_{g−1}, τ), solved by HiGHS."""
+    g = ratio.size
+    rows = np.flatnonzero(ratio > 0)
+    a_ub = np.zeros((rows.size, g + 1))
+    a_ub[np.arange(rows.size), rows] = ratio[rows] * (g - 2)
+    a_ub[:, g] = -1.0
+    bounds = [(0.0, None if ok else 0.0) for ok in eligible] + [(0.0, None)]
+    result = linprog(
+        np.append(np.zeros(g), 1.0),
+        A_ub=a_ub,
+        b_ub=-ratio[rows],
+        A_eq=np.append(np.ones(g), 0.0)[None, :],
+        b_eq=[1.0],
+        bounds=bounds,
+        method="highs",
+    )
+    assert result.status == 0, result.message
+    return float(result.x[g])
+
+
+@given(group_bandwidths())
+def test_closed_form_optimum_is_the_linear_programs(members):
+    bandwidth, reducer = members
+    ratio, eligible = _time_ratio(bandwidth), reducer & (bandwidth > 0)
+    if bandwidth.size <= 2 or not np.any(ratio > 0) or not eligible.any():
+        return  # lp_shares needs no optimum: the equal split, or one member
+    np.testing.assert_allclose(
+        _optimal_tau(ratio, eligible), _highs_tau(ratio, eligible), rtol=1e-9
+    )
 
 
 @given(group_bandwidths())
