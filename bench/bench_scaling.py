@@ -20,7 +20,12 @@ limit per size), with the exponent of a log-log least-squares fit:
 Each fit gives three exponents: wall against N, the process's CPU time against N (less
 disturbed by other processes on a shared machine), and wall against the work (exchanges
 or messages run), since an async swarm's messages per peer and simulated second change
-with N. The goal is linear in the work (exponent ≤ 1.1).
+with N. The goal is linear in the work (exponent ≤ 1.1). The async series adds a fourth:
+wall against all the messages the simulation runs, flows and matchmaking's control
+messages (requests, replies, BEGIN, DISBANDED: one SimPy event each, no bytes). Its
+matchmaking makes more requests per group as more peers share a key (each asks the
+declared leaders one at a time, earliest first: at 4096 peers most of them follow
+someone already and refuse), which is the swarm's own work, not the simulator's.
 
 ``make bench`` runs the small sizes (:data:`SMALL`, about a minute on 2 cores);
 ``python -m bench.bench_scaling full`` runs the issue's table (:data:`FULL`:
@@ -80,6 +85,7 @@ with open("/proc/self/status") as status:
     peak = next(int(r.split()[1]) for r in status if r.startswith("VmHWM:")) * 1024
 print(json.dumps({"wall": s["wall_time_s"], "sim_s": s["sim_time_s"],
     "messages": int(s["messages"]), "rounds": s.get("rounds"), "marks": marks,
+    "control": int(s.get("matchmaking_messages", 0)),
     "peak": peak, "estimate": estimate_memory(scenario)}))
 """
 
@@ -122,6 +128,9 @@ class Point:
     peak_gib: float
     estimate_gib: float
     error: str = ""
+    #: Matchmaking's control messages per unit (async: requests, replies, BEGIN,
+    #: DISBANDED; each one SimPy event, no bytes), 0 where there are none.
+    control: float = 0.0
 
 
 def measure(series: Series, peers: int, limit_s: float = LIMIT_S) -> Point:
@@ -150,9 +159,10 @@ def measure(series: Series, peers: int, limit_s: float = LIMIT_S) -> Point:
         span = data["sim_s"] * (len(marks) - 2) / len(marks)
         wall, cpu = ((marks[-1] - marks[1]) / span).tolist()
         work = data["messages"] / data["sim_s"]
+    control = data.get("control", 0) / data["sim_s"] if series.kind == "async" else 0.0
     if series.kind == "gossip":
         work /= 2  # an exchange is two messages
-    return Point(peers, wall, wall / work, cpu, work, peak, estimate)
+    return Point(peers, wall, wall / work, cpu, work, peak, estimate, control=control)
 
 
 def exponent(x: list[float], y: list[float]) -> float:
@@ -199,36 +209,48 @@ def figures(measured: list[tuple[Series, list[Point]]]) -> list[tuple[str, float
                 "work: exchanges or messages; goal <= 1.1",
             )
         )
+        if any(p.control > 0 for p in points):
+            out.append(
+                (
+                    f"scaling {series.kind} exponent (wall vs all messages)",
+                    exponent([p.work + p.control for p in points], wall),
+                    "",
+                    "flows and matchmaking's control messages",
+                )
+            )
     return out
 
 
 def table(measured: list[tuple[Series, list[Point]]]) -> str:
     """The measurements as a Markdown table, one row per size, then the exponents."""
     rows = [
-        "| series | N | wall | CPU | wall per exchange / message | work | peak memory (estimate) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| series | N | wall | CPU | wall per exchange / message | work | control messages "
+        "| peak memory (estimate) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for series, points in measured:
         for p in points:
             if p.error:
-                rows.append(f"| {series.kind} | {p.peers} | {p.error} | | | | |")
+                rows.append(f"| {series.kind} | {p.peers} | {p.error} | | | | | |")
                 continue
             rows.append(
                 f"| {series.kind} | {p.peers} | {p.wall:.4g} {series.unit} | {p.cpu:.4g} | "
-                f"{p.per_work * 1e6:.3g} µs | {p.work:.4g} | "
+                f"{p.per_work * 1e6:.3g} µs | {p.work:.4g} | {p.control:.4g} | "
                 f"{p.peak_gib:.2f} GiB ({p.estimate_gib:.2f}) |"
             )
     rows += [
         "",
-        "| series | exponent: wall vs N | CPU vs N | wall vs work |",
-        "| --- | ---: | ---: | ---: |",
+        "| series | exponent: wall vs N | CPU vs N | wall vs work | wall vs all messages |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for series, points in measured:
         n = [float(p.peers) for p in points]
         wall, work = [p.wall for p in points], [p.work for p in points]
         cpu = exponent(n, [p.cpu for p in points])
+        every = exponent([p.work + p.control for p in points], wall)
         rows.append(
-            f"| {series.kind} | {exponent(n, wall):.3f} | {cpu:.3f} | {exponent(work, wall):.3f} |"
+            f"| {series.kind} | {exponent(n, wall):.3f} | {cpu:.3f} | {exponent(work, wall):.3f} "
+            f"| {every:.3f} |"
         )
     return "\n".join(rows)
 

@@ -58,6 +58,22 @@ def test_a_size_past_its_limit_is_reported_not_skipped(scaling):
     assert "ran past" in scaling.table([(series, [point])])
 
 
+def test_async_scaling_fits_wall_against_flows_and_against_all_messages(scaling):
+    # wall grows as N^1.5 and flows as N, but flows + control messages as N^1.5: the
+    # exponent against all messages is 1.0, against flows 1.5
+    series = scaling.Series("async", (256, 1024, 4096), 10.0)
+    points = []
+    for n in series.sizes:
+        flows = 10.0 * n
+        control = 10.0 * n**1.5 - flows
+        wall = 1e-5 * n**1.5
+        points.append(scaling.Point(n, wall, wall / flows, wall, flows, 1.0, 1.0, control=control))
+    lines = {name: value for name, value, *_ in scaling.figures([(series, points)])}
+    assert lines["scaling async exponent (wall vs work)"] == pytest.approx(1.5)
+    assert lines["scaling async exponent (wall vs all messages)"] == pytest.approx(1.0)
+    assert "| async | 1.500 | 1.500 | 1.500 | 1.000 |" in scaling.table([(series, points)])
+
+
 def test_the_report_says_which_targets_are_met(main):
     figures = [
         {"bench": "gossip", "figure": "E1 / SimPy timeouts", "value": 0.45},
