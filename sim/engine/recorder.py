@@ -122,7 +122,8 @@ def _joined(xp: Any, parts: list[Any]) -> Any:
 
 
 def _squares(xp: Any, block: Any, mean: Any = None) -> float:
-    """Σ (block − column mean)²; numpy: in place on ``block`` (a fresh float64 copy)."""
+    """Σ (block − column mean)²; numpy: in place on ``block`` (a float64 copy of the state's
+    columns: the sample's scratch, or a row selection of it)."""
     if mean is None:
         mean = xp.mean(block, axis=0)
     if type(block) is np.ndarray:
