@@ -90,8 +90,13 @@ def ring_traffic(n: int, vector_bytes: int) -> tuple[float, int]:
 
 def shift_drift(shift: np.ndarray, n_peers: int) -> float:
     """How far a change of the global sum by ``shift`` ((dim,)) moved the global mean:
-    ‖shift‖ / N / sqrt(dim)."""
-    return float(np.linalg.norm(shift)) / n_peers / math.sqrt(shift.size)
+    ‖shift‖ / N / sqrt(dim).
+
+    The norm is numpy's own sum of squares, not ``np.linalg.norm``: that is BLAS's dot,
+    whose threads then spin for ~0.1 s of another core's time after each call (a third
+    of a Moshpit network round's CPU at 1024 peers, stolen from a sweep's other worker),
+    and whose order of additions depends on the CPU's kernel."""
+    return math.sqrt(float(np.sum(shift * shift))) / n_peers / math.sqrt(shift.size)
 
 
 def mean_drift(x: Any, column_excess: np.ndarray) -> float:
