@@ -6,8 +6,7 @@ upload and download (median 100 Mbit/s, sigma 1), 10 ms latency, no local work
 and under ``schedule: async``, in the same process. Figures: wall seconds per simulated
 second of each, their ratio (A1: async ≤ 1.5 × barrier), and wall seconds per completed
 step (async peers do more steps per simulated second than barrier rounds: there is no
-waiting). Wall, not CPU: barrier rounds' arithmetic runs on more than one thread, so the
-process's CPU time exceeds their wall time (3.7–3.9 CPU s for 2.6–2.7 wall s).
+waiting).
 
 Both schedules run once small first (the compiled kernels load then, not inside the
 first measured run), then ``REPEATS`` times each, alternately; each figure is the median
