@@ -80,18 +80,16 @@ def statistics(
     squares, alive_squares, means, alive_means = 0.0, 0.0, [], []
     # numpy: one float64 scratch for every block, so that a sample faults in one block's
     # pages, not a fresh allocation's per block (the same values as ``astype``)
-    scratch = (
-        np.empty(estimate.shape[0] * min(width, dim)) if type(estimate) is np.ndarray else None
-    )
+    scratch = np.empty(n * min(width, dim)) if type(estimate) is np.ndarray else None
     for start in range(0, dim, width):
         columns = estimate[:, start : start + width]
+        if rows is not None:  # the existing rows first: a block is n rows, not every peer's
+            columns = xp.take(columns, rows, axis=0)
         if scratch is None:
             block = xp.astype(columns, xp.float64)
         else:
             block = scratch[: columns.size].reshape(columns.shape)
             np.copyto(block, columns)
-        if rows is not None:
-            block = xp.take(block, rows, axis=0)
         mean = xp.mean(block, axis=0)
         means.append(mean)
         if alive is not None:
