@@ -132,6 +132,11 @@ class Point:
     #: DISBANDED; each one SimPy event, no bytes), 0 where there are none.
     control: float = 0.0
 
+    @property
+    def messages(self) -> float:
+        """All the messages simulated per unit: the work and the control messages."""
+        return self.work + self.control
+
 
 def measure(series: Series, peers: int, limit_s: float = LIMIT_S) -> Point:
     """Run one size of ``series`` in a fresh interpreter (at most ``limit_s`` seconds)."""
@@ -213,7 +218,7 @@ def figures(measured: list[tuple[Series, list[Point]]]) -> list[tuple[str, float
             out.append(
                 (
                     f"scaling {series.kind} exponent (wall vs all messages)",
-                    exponent([p.work + p.control for p in points], wall),
+                    exponent([p.messages for p in points], wall),
                     "",
                     "flows and matchmaking's control messages",
                 )
@@ -247,7 +252,7 @@ def table(measured: list[tuple[Series, list[Point]]]) -> str:
         n = [float(p.peers) for p in points]
         wall, work = [p.wall for p in points], [p.work for p in points]
         cpu = exponent(n, [p.cpu for p in points])
-        every = exponent([p.work + p.control for p in points], wall)
+        every = exponent([p.messages for p in points], wall)
         rows.append(
             f"| {series.kind} | {exponent(n, wall):.3f} | {cpu:.3f} | {exponent(work, wall):.3f} "
             f"| {every:.3f} |"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 #: The equal split is returned when its time is within this relative distance of the
-#: optimum: it is then optimal up to the solver's round-off.
+#: optimum: it is then optimal up to round-off.
 EQUAL_SPLIT_RTOL = 1e-9
 #: Caps below this share are round-off of a member held at w = 0 by its own floor time
 #: S/b_i = T*; they are set to exactly 0.
