@@ -70,6 +70,7 @@ NeurIPS 2021.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Literal
 
 import numpy as np
@@ -403,6 +404,8 @@ class Moshpit(GroupProtocol):
         def settle(state: State, lost: np.ndarray) -> np.ndarray:
             if plan is None:
                 return np.zeros(g, dtype=bool)
+            planned = this()  # alive: the engine calls its plan's settle
+            assert planned is not None
             assert planned.delivered is not None
             assert planned.timed_out is not None
             self.counters["flows_timed_out"] += int(np.count_nonzero(planned.timed_out))
@@ -416,6 +419,9 @@ class Moshpit(GroupProtocol):
             return ~failed
 
         planned = GroupPlan(members, settle, lambda: flows)
+        # a weak reference: settle holding the plan that holds settle would be a cycle,
+        # keeping the group's flows and butterfly until the collector's next full pass
+        this = weakref.ref(planned)
         return planned
 
     def count_too_small(self) -> None:

@@ -50,8 +50,11 @@ from sim.model.scenario.models import Scenario
 class _GroupRun:
     """One assembled group while its all-reduce runs."""
 
-    def __init__(self, group: Assembled, plan: GroupPlan, done: simpy.Event) -> None:
-        self.group, self.plan, self.done = group, plan, done
+    def __init__(self, group: Assembled, done: simpy.Event) -> None:
+        # not the plan (the group's flows and butterfly): the group and this record
+        # hold each other, a cycle the collector frees late; the plan lives in
+        # ``_run_group`` and goes when it ends
+        self.group, self.done = group, done
         self.lost: set[int] = set()
         self.averaged: dict[int, bool] = {}
 
@@ -195,21 +198,21 @@ class AsyncEngine(PeerLoopEngine):
         if overhead is not None:  # every member starts its flows this much later
             notify_s = notify_s + overhead(self._rng_of(group.leader, 2))
         plan = protocol.group_plan(group.members, notify_s, group.chunks)
-        run = group.handle = _GroupRun(group, plan, self.env.event())
+        run = group.handle = _GroupRun(group, self.env.event())
         present = self.clock.present
         for m in group.members.tolist():
             self.group_of[m] = run
             if not present[m]:
                 run.lost.add(m)  # preempted after it joined
-        self.env.process(self._run_group(run))
+        self.env.process(self._run_group(run, plan))
 
-    def _run_group(self, run: _GroupRun) -> Generator[simpy.Event, Any, None]:
-        yield from self.clock.run(run.plan)
+    def _run_group(self, run: _GroupRun, plan: GroupPlan) -> Generator[simpy.Event, Any, None]:
+        yield from self.clock.run(plan)
         members = run.group.members
         lost = np.zeros(self.exists.size, dtype=bool)
         lost[sorted(run.lost)] = True
         out: list[np.ndarray] = []
-        self.tracker.change(members, lambda: out.append(run.plan.settle(self.state, lost)))
+        self.tracker.change(members, lambda: out.append(plan.settle(self.state, lost)))
         averaged = out[0]
         for m, ok in zip(members.tolist(), averaged.tolist(), strict=True):
             run.averaged[m] = ok
