@@ -203,7 +203,12 @@ def butterfly_footprint(
     (a compressing wire, or lost members on the network clock) a group's butterfly
     holds its rows before and after (state dtype, and float64 for the sum's shift) and
     the pieces in transit: at most a group's share of the state, four times over in the
-    state's dtype and three in float64."""
+    state's dtype and three in float64.
+
+    In flight at once: one request per (sender, reducer) stream, its pieces one after
+    the other, but every reply piece of a part at worst: a reply leaves when its piece's
+    gate opens, and a reducer whose uplink is slower than its senders' piles them up
+    (each its own flow), so N·(g−1)·(1 + pieces) flows."""
     share = group_fraction(n_peers, group_size) if group_temporaries else 0.0
     g = max(1, min(group_size, n_peers))
     flows = butterfly_flows(n_peers, g, pieces_per_part)
@@ -211,7 +216,7 @@ def butterfly_footprint(
         state_arrays=1.0 + 4 * share,
         float64_arrays=3 * share,
         flows_per_round=flows,
-        flows_in_flight=min(flows, 2.0 * n_peers * (g - 1)),
+        flows_in_flight=min(flows, n_peers * (g - 1) * (1.0 + pieces_per_part)),
         round_bytes_per_peer=2 * (g - 1) / g * wire.message_bytes(dim, itemsize),
     )
 
