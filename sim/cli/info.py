@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sim.cli.app import ScenarioArg, SetOption, app, cell, stdout, user_errors
+from sim.cli.app import MaxMemoryOption, ScenarioArg, SetOption, app, cell, stdout, user_errors
 from sim.core.units import format_bandwidth, format_duration
 
 #: Churn keys that are durations (seconds; rounds on the rounds clock).
@@ -31,20 +31,23 @@ KEY_WIDTH = 22
 
 
 @app.command()
-def info(scenario: ScenarioArg, set_: SetOption = None) -> None:
+def info(scenario: ScenarioArg, set_: SetOption = None, max_memory: MaxMemoryOption = None) -> None:
     """Show what a scenario resolves to, without running it.
 
     Per-class peer tables, the churn model and its expected absent fraction, and the
     protocol's derived constants (e.g. Moshpit's grid, A²CiD²'s chi1, chi2, eta,
-    alpha_tilde).
+    alpha_tilde). These come from the run's set-up, initial state included, so a
+    scenario that would not fit in memory is refused as avsim run refuses it.
     """
+    from sim.engine.resources import check_memory, memory_limit
     from sim.engine.schedules import engine_for
     from sim.model.scenario import apply_overrides, load_scenario, parse_set_options, read_yaml
 
-    with user_errors():
+    with user_errors(), memory_limit(max_memory):
         overrides = parse_set_options(set_)
         sc = load_scenario(scenario, overrides)
         written = apply_overrides(read_yaml(scenario), overrides).get("churn")
+        check_memory(sc)  # the set-up below draws the state
         built = engine_for(sc, sc.seed)
         absent = _expected_absent(sc, built.peers)
         constants = built.protocol.describe()

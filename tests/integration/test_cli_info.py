@@ -98,3 +98,20 @@ def test_without_classes_one_table_covers_every_peer(tmp_path):
     assert row(text, "upload")[1:3] == ["25", "Mbit/s"]
     assert "churn                   none" in text
     assert "0 of the peers (0.0%" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "start"),
+    [
+        # found by the input fuzzer: numpy's "Maximum allowed dimension exceeded" escaped
+        (["--set", "vector.dim=1000000000000000000000000000000"], "error: vector.dim: 1"),
+        (["--max-memory", "1KiB"], "error: peers.count: 96 needs about "),
+    ],
+)
+def test_a_scenario_that_would_not_fit_is_refused_in_one_line(scenario, args, start):
+    result = CliRunner().invoke(app, ["info", str(scenario), *args])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(start), lines[0]
+    assert "Traceback" not in result.output
