@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sim.core.errors import ScenarioError
+from sim.core.fields import PeerDist, dist_to_plain
 from sim.model.scenario.models import Peers, peer_value_fields
 
 COLUMNS = {
@@ -40,16 +42,30 @@ def resolve_peers(peers: Peers, rng: np.random.Generator, n: int | None = None) 
     class_of = _assign_classes(peers, rng, n)
     table = {"peer": np.arange(n), "class": class_of, "client": np.zeros(n, dtype=bool)}
     for field in peer_value_fields():
-        values = getattr(peers, field).sample(rng, n)
+        values = _draw(getattr(peers, field), rng, n, f"peers.{field}")
         for k, peer_class in enumerate(peers.classes or []):
             override = getattr(peer_class, field)
             members = class_of == k
             if override is not None and members.any():
-                values[members] = override.sample(rng, int(members.sum()))
+                key = f"peers.classes.{k}.{field}"
+                values[members] = _draw(override, rng, int(members.sum()), key)
         table[COLUMNS[field]] = values
     for k, peer_class in enumerate(peers.classes or []):
         table["client"][class_of == k] = peer_class.client
     return pd.DataFrame(table)
+
+
+def _draw(dist: PeerDist, rng: np.random.Generator, n: int, key: str) -> np.ndarray:
+    """``dist.sample(rng, n)``; a distribution whose draws overflow (a lognormal median
+    near the largest float) is refused, naming ``key``,
+    rather than giving peers infinite values (constants are taken as written)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = dist.sample(rng, n)
+    if dist.kind != "const" and not np.isfinite(values).all():
+        raise ScenarioError(
+            key, dist_to_plain(dist), "a distribution whose draws are finite (lower its scale)"
+        )
+    return values
 
 
 def _assign_classes(peers: Peers, rng: np.random.Generator, n: int) -> np.ndarray:

@@ -121,6 +121,24 @@ def test_distributions_are_sampled_from_the_given_generator():
     assert a["latency_s"].nunique() > 1
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        # found by the input fuzzer: every draw overflowed to inf, a run went on silently
+        ("peers.latency", {"dist": "lognormal", "median": 1.7976931348623157e308, "sigma": 1}),
+        ("peers.upload", {"dist": "lognormal", "median": 1e300, "sigma": 10}),
+    ],
+)
+def test_draws_that_overflow_are_refused_naming_the_key(key, value):
+    sc = make(**{key: value})
+    with pytest.raises(ScenarioError, match=rf"^{key}: expected a distribution whose draws"):
+        resolve_peers(sc.peers, np.random.default_rng(0))
+    classes = [{"fraction": 0.5}, {"fraction": 0.5, key.split(".")[1]: value}]
+    sc = make(**{"peers.classes": classes})
+    with pytest.raises(ScenarioError, match=rf"^peers\.classes\.1\.{key.split('.')[1]}: "):
+        resolve_peers(sc.peers, np.random.default_rng(0))
+
+
 def test_json_schema_lists_the_sections():
     schema = json_schema()
     assert {"peers", "churn", "protocol", "stop", "vector"} <= set(schema["properties"])
