@@ -57,8 +57,8 @@ def resolve_peers(peers: Peers, rng: np.random.Generator, n: int | None = None) 
 
 def _draw(dist: PeerDist, rng: np.random.Generator, n: int, key: str) -> np.ndarray:
     """``dist.sample(rng, n)``; a distribution whose draws overflow (a lognormal median
-    near the largest float) is refused, naming ``key``,
-    rather than giving peers infinite values (constants are taken as written)."""
+    near the largest float) is refused, naming ``key``, rather than giving peers
+    infinite values (constants are taken as written)."""
     with np.errstate(over="ignore", invalid="ignore"):
         values = dist.sample(rng, n)
     if dist.kind != "const" and not np.isfinite(values).all():
