@@ -174,3 +174,30 @@ def test_a_label_per_dir_is_required(result_dirs, tmp_path):
 def test_out_with_a_sweep_among_several_folders_is_refused(sweep_dir, result_dirs, tmp_path):
     result = invoke("plot", sweep_dir, result_dirs[0], "--out", tmp_path / "x.png")
     one_line_error(result, "sweep folder")
+
+
+def test_a_case_with_a_long_derived_label_keeps_its_axes(sweep_dir):
+    """A case's derived label lists every key it changes and can run to hundreds of
+    characters (found by the input fuzzer: ``peers.classes.0.download.high=1e30``). On
+    one line the legend took the figure's whole width, and constrained layout warned
+    that the axes collapsed to zero; the label is wrapped instead."""
+    import warnings
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    runs = pd.read_parquet(sweep_dir / "runs.parquet")
+    metrics = pd.read_parquet(sweep_dir / "metrics.parquet")
+    long = "peers.classes=[(fraction=1)], " + ", ".join(
+        f"peers.classes.0.download.key{k}=1000000000000000000000000000000" for k in range(4)
+    )
+    runs["case"] = runs["case"].replace({"random_groups": long})
+    metrics["case"] = metrics["case"].replace({"random_groups": long})
+    figure = sweep_figure(runs, metrics, ["peers.count"], SWEEP["report"], "tiny")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        FigureCanvasAgg(figure).draw()
+    lines = [t.get_text() for t in figure.legends[0].get_texts()]
+    wrapped = next(t for t in lines if t.startswith("peers.classes"))
+    assert "".join(wrapped.split()) == "".join(long.split())  # the same text, wrapped
+    assert max(len(line) for line in wrapped.splitlines()) <= 40
+    assert all(ax.get_position().width > 0 for ax in figure.axes if ax.get_visible())

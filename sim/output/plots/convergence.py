@@ -8,6 +8,7 @@ machines without a screen and inside worker processes.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,10 @@ FLOOR_BELOW_TARGET = 1e-3
 FLOOR_DECADES = 14
 #: Bytes panels get a log x axis when the curves end further apart than this ratio.
 LOG_X_RATIO = 30.0
+#: Legend entries are wrapped at this many characters a line: a sweep case's derived
+#: label can run to hundreds (every key it changes), and one long line would take the
+#: whole width of the figure from its axes.
+LEGEND_LINE_CHARS = 40
 
 
 def convergence_figure(
@@ -167,9 +172,10 @@ def note_left_out(ax: Axes, left_out: Sequence[tuple[str, str]]) -> None:
 def legend_handles(
     labels: Sequence[str], churn: bool, target_var: float | None, banded: bool
 ) -> list[Artist]:
-    """One entry per labelled family (its colour), then the line styles used."""
+    """One entry per labelled family (its colour), then the line styles used; long
+    labels are wrapped (:data:`LEGEND_LINE_CHARS`)."""
     handles: list[Artist] = [
-        Line2D([], [], color=f"C{index % 10}", lw=2, label=label)
+        Line2D([], [], color=f"C{index % 10}", lw=2, label=_wrapped(label))
         for index, label in enumerate(labels)
         if label
     ]
@@ -181,6 +187,14 @@ def legend_handles(
     if target_var:
         handles.append(Line2D([], [], color="gray", ls=":", label=f"target var {target_var:g}"))
     return handles
+
+
+def _wrapped(label: str) -> str:
+    """``label`` on lines of at most :data:`LEGEND_LINE_CHARS` characters, broken
+    after a comma or a space where it can (a long key or value is cut)."""
+    if len(label) <= LEGEND_LINE_CHARS:
+        return label
+    return textwrap.fill(label, LEGEND_LINE_CHARS, break_on_hyphens=False)
 
 
 def _floor(ax: Axes, target_var: float | None) -> None:
