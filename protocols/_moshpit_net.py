@@ -21,7 +21,12 @@ Per piece p of part j:
   (a stream: only its first piece pays the route latency, the next piece leaves as soon
   as the previous one went through), all opening the gate of piece p;
 - *reply* flows j → i behind that gate (the reducer reduced the piece once every request
-  ended), each after i's own request of the piece (no reply to a request that failed).
+  ended), each after i's own request of the piece (no reply to a request that failed)
+  and after j's previous reply to i: the replies to one sender are a stream on one
+  connection, as hivemind's ``rpc_aggregate_part`` answers on the request's stream, so
+  a reducer with a slow uplink queues its replies on each connection instead of
+  sending every ready piece as a flow of its own (docs/design.md, "Replies are
+  streams").
 
 Flows start when the group assembles (:func:`group_butterfly`, ``schedule: async``: a
 request leaves when its sender learns of the group). A request still in flight
@@ -169,7 +174,8 @@ def _flows(
         after=np.concatenate([previous, plan.first + np.arange(k)]),
         start_s=np.full(2 * k, start_s),
         timeout_s=np.repeat([setup.sender_timeout_s, setup.reducer_timeout_s], k),
-        streamed=np.concatenate([previous >= 0, np.zeros(k, dtype=bool)]),
+        streamed=np.tile(previous >= 0, 2),
+        previous=np.concatenate([none, np.where(previous >= 0, previous + k, -1)]),
     )
 
 
@@ -178,8 +184,9 @@ def _concat(chunks: list[Flows]) -> Flows:
         empty_i, empty_f = np.zeros(0, dtype=np.intp), np.zeros(0)
         empty_b = np.zeros(0, dtype=bool)
         return Flows(
-            empty_i, empty_i, empty_f, empty_i, empty_i, empty_i, empty_f, empty_f, empty_b
-        )
+            empty_i, empty_i, empty_f, empty_i, empty_i, empty_i, empty_f, empty_f, empty_b,
+            empty_i,
+        )  # fmt: skip
     return Flows(
         *(np.concatenate([getattr(c, f) for c in chunks]) for f in Flows.__dataclass_fields__)
     )

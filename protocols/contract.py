@@ -179,8 +179,17 @@ class Flows:
     - *after*: a flow with ``after[i] == j`` starts once flow j has ended; if flow j
       failed, flow i fails at once without sending (a broken stream: pieces of a part,
       a reply to a request).
-    - a flow with ``streamed[i]`` set continues its ``after`` flow's stream on an open
-      connection: it pays no route latency (pieces sent back to back).
+    - *previous*: a flow with ``previous[i] == j`` is the next piece on flow j's
+      connection (a flow is the previous piece of one flow at most): it starts once
+      flow j has ended too, and fails at once if j failed
+      (a reply stream: the reducer's replies to one sender, each also ``after`` its own
+      request and behind its piece's gate).
+    - a flow with ``streamed[i]`` set continues the stream of its predecessor on the
+      same connection (``previous[i]``, else ``after[i]``). When it starts at the
+      instant its predecessor completed, it pays no route latency (pieces sent back to
+      back, one fluid flow); when it still waited for its gate after that instant, the
+      connection was idle and it pays the route latency, as any bytes sent on an idle
+      connection do.
     - a flow with neither gate nor ``after`` (a *root*) starts ``start_s[i]`` seconds
       after the round starts (default: its sender's straggler delay).
     - a flow still in flight ``timeout_s[i]`` seconds after it started (default: never)
@@ -196,6 +205,7 @@ class Flows:
     start_s: np.ndarray | None = None
     timeout_s: np.ndarray | None = None
     streamed: np.ndarray | None = None
+    previous: np.ndarray | None = None
 
     @classmethod
     def none(cls) -> Flows:

@@ -205,10 +205,10 @@ def butterfly_footprint(
     the pieces in transit: at most a group's share of the state, four times over in the
     state's dtype and three in float64.
 
-    In flight at once: one request per (sender, reducer) stream, its pieces one after
-    the other, but every reply piece of a part at worst: a reply leaves when its piece's
-    gate opens, and a reducer whose uplink is slower than its senders' piles them up
-    (each its own flow), so N·(g−1)·(1 + pieces) flows."""
+    In flight at once: one request and one reply per (sender, reducer) pair, each a
+    stream of pieces one after the other, so 2·N·(g−1) flows. (Before replies were
+    streams, a reducer whose uplink was slower than its senders' piled up every reply
+    piece of a part as a flow of its own.)"""
     share = group_fraction(n_peers, group_size) if group_temporaries else 0.0
     g = max(1, min(group_size, n_peers))
     flows = butterfly_flows(n_peers, g, pieces_per_part)
@@ -216,7 +216,7 @@ def butterfly_footprint(
         state_arrays=1.0 + 4 * share,
         float64_arrays=3 * share,
         flows_per_round=flows,
-        flows_in_flight=min(flows, n_peers * (g - 1) * (1.0 + pieces_per_part)),
+        flows_in_flight=min(flows, 2.0 * n_peers * (g - 1)),
         round_bytes_per_peer=2 * (g - 1) / g * wire.message_bytes(dim, itemsize),
     )
 

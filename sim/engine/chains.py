@@ -119,12 +119,15 @@ class Chains:
             return None
         if flows.timeout_s is not None and np.any(np.isfinite(flows.timeout_s[order])):
             return None
-        # every flow after a stream piece, other than its continuation, waits for its gate
-        if after is not None:
-            j = np.flatnonzero(after >= 0)
-            j = j[in_chain[after[j]]]
-            j = j[cont_a[after[j]] != j]
-            if waits is None or np.any(waits[j] != opens[after[j]]):
+        # every flow after a stream piece (or its next piece on the connection, other
+        # than its continuation) waits for its gate
+        for links in (after, flows.previous):
+            if links is None:
+                continue
+            j = np.flatnonzero(links >= 0)
+            j = j[in_chain[links[j]]]
+            j = j[cont_a[links[j]] != j]
+            if waits is None or np.any(waits[j] != opens[links[j]]):
                 return None
         n_chains = first.size
         flat = order.tolist()

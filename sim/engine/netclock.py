@@ -31,7 +31,7 @@ from protocols.contract import IDLE_ROUND_S, Flows, GroupPlan, RoundPlan
 from sim.engine.chains import Chains
 from sim.engine.trace import Tracer
 from sim.network import Flow, FlowNetwork
-from sim.network.flows import BANDWIDTH
+from sim.network.flows import BANDWIDTH, DONE, FAILED
 
 
 class PresenceListener(Interface):
@@ -46,11 +46,17 @@ class PresenceListener(Interface):
 class NetworkClock:
     """Sends a round's flows and reports when they have all ended.
 
-    A stream (flows each ``after`` the previous one and ``streamed``, on one connection,
-    waiting for no gate) runs as one flow in the network: each piece completes and the
-    next one resumes it (:meth:`~sim.network.FlowNetwork.resume`) without leaving the
-    bandwidth phase, so a piece costs no new flow and no re-rating; its end is still an
-    event (gates, replies and timeouts observe it). The results are those of the
+    A stream (``streamed`` flows each after the previous one, ``previous`` or else
+    ``after``, on one connection) runs as one flow in the network: each piece completes
+    and the next one resumes it (:meth:`~sim.network.FlowNetwork.resume`) without
+    leaving the bandwidth phase, so a piece costs no new flow and no re-rating; its end
+    is still an event (gates, replies and timeouts observe it). A piece that also waits
+    for a gate (a reply) follows back to back only if it starts at the instant the piece
+    before it completed; otherwise it is sent afresh, with the route latency, when its
+    gate opens. Such a piece's predecessor is sent kept (its flow stays for the next
+    piece) only once the next piece waits for nothing else, and
+    :meth:`~sim.network.FlowNetwork.keep_stream` keeps it if that happens while it is in
+    flight; until then it may end quietly, as any reply. The results are those of the
     piece-by-piece model (:attr:`streams` False) to round-off.
 
     Parameters
@@ -131,7 +137,7 @@ class NetworkClock:
         done = self.env.event()
         watched = self.net.sends_watched
         chunks = self.chunks and not watched
-        state = _RoundState(plan, flows, done, self.streams, chunks)
+        state = _RoundState(plan, flows, done, self.streams, chunks, self.net.keep_stream)
         if self.quiet and not watched:
             state.take_latches(
                 self.net, partial(self._on_quiet, state), partial(self._on_loud, state)
@@ -146,7 +152,7 @@ class NetworkClock:
                 timer = self.env.timeout(at)
                 timer.callbacks.append(partial(self._release_batch, batch.tolist(), state))
         self._release(state.ready_at_start(), state)
-        if state.chains is None:
+        if state.chains is None and state.reply_chunks is None:
             yield done
         else:
             self._chunked[id(state)] = state
@@ -161,10 +167,13 @@ class NetworkClock:
         delivered), as piece by piece would have by now: before the counters are read."""
         for state in list(self._chunked.values()):
             chains = state.chains
-            assert chains is not None
             ready: list[int] = []
-            for c in range(len(chains.pieces)):
-                self._catch_up(c, state, chains, ready)
+            if chains is not None:
+                for c in range(len(chains.pieces)):
+                    self._catch_up(c, state, chains, ready)
+            if state.reply_chunks:
+                for chunk in list(state.reply_chunks.values()):
+                    self._catch_up_replies(chunk, state, ready)
             self._release(ready, state)
 
     def _release(self, flows: list[int], state: _RoundState) -> None:
@@ -220,17 +229,36 @@ class NetworkClock:
         else:
             nbytes = state.nbytes[i]
             cont = -1 if state.cont is None else state.cont[i]  # the flow continuing i's stream
+        # a continuation waiting for more than i (its gate) is kept for only once i is
+        # all it waits for (_RoundState.ended): else i's end may leave the stream idle
+        keep = cont >= 0 and state.need[cont] == 1
+        run: _ReplyChunk | None = None
+        last = i
+        if keep and state.reply_chunks is not None and state.lazy[cont]:  # type: ignore[index]
+            pieces = state.ready_run(i)
+            if len(pieces) > 1:  # i and the next replies, all ready: one flow
+                run = _ReplyChunk(pieces, state.nbytes)
+                last = pieces[-1]
+                nbytes = run.cum[-1]
+                cont = state.cont[last]  # type: ignore[index]
+                keep = cont >= 0 and state.need[cont] == 1
         if stream is not None and stream.parked:
-            flow = self.net.resume(stream, nbytes, cont >= 0)
-            flow.tag = i  # the stream's flow carries piece i now
+            flow = self.net.resume(stream, nbytes, keep)
+            flow.tag = last  # the stream's flow carries piece i (to last) now
+            if state.pred_end:  # back to back by construction: the note is not needed
+                state.pred_end.pop(int(state.pred[i]), None)  # type: ignore[index]
         else:
-            streamed = state.streamed is not None and state.streamed[i]
-            flow = self.net.send(src, dst, nbytes, i, latency=not streamed, keep=cont >= 0)
+            back = state.pred is not None and state.back_to_back(i, self.env.now)
+            flow = self.net.send(src, dst, nbytes, last, latency=not back, keep=keep)
         if cont >= 0:
             state.open[cont] = flow
         if chains is not None and c >= 0:
             chains.flow[c] = flow
             flow.done.callbacks.append(partial(self._on_chunk, c, state))
+        elif run is not None:
+            run.flow = flow
+            state.reply_chunks[id(run)] = run  # type: ignore[index]
+            flow.done.callbacks.append(partial(self._on_replies, run, state))
         elif not (
             state.ends is not None
             and state.latch[i] >= 0
@@ -264,7 +292,57 @@ class NetworkClock:
             ready.extend(state.ended(pieces[stop], False))  # the rest are broken
             chains.done[c] = len(pieces)
         chains.last[c], chains.flow[c] = -1, None
+        if event.ok:
+            state.mark_end(pieces[last], self.env.now)
         self._release(ready, state)
+
+    def _on_replies(self, run: _ReplyChunk, state: _RoundState, event: Any) -> None:
+        """A chunk of replies ended (its last piece went through, or it failed): count
+        its pieces, as piece by piece would have, and release what may start."""
+        ready: list[int] = []
+        pieces, last = run.pieces, run.pieces[-1]
+        cont = state.cont
+        assert cont is not None
+        if event.ok:
+            self._count_replies(run, len(pieces) - 1, state, ready)
+            state.mark_end(last, self.env.now)
+            ready.extend(state.ended(last, True))
+        else:
+            state.open.pop(cont[last], None)
+            stop = run.through(run.flow.bytes_sent, failed=True)
+            self._count_replies(run, stop, state, ready)
+            ready.extend(state.ended(pieces[stop], False))  # the rest are broken
+        del state.reply_chunks[id(run)]  # type: ignore[union-attr]
+        run.flow = None
+        self._release(ready, state)
+        if event.ok and cont[last] >= 0:  # the next piece was not sent (broken meanwhile)
+            stream = state.open.pop(cont[last], None)
+            if stream is not None:
+                self.net.close_stream(stream)
+
+    def _catch_up_replies(self, run: _ReplyChunk, state: _RoundState, ready: list[int]) -> None:
+        """Count the pieces of a chunk of replies in flight that have ended by now."""
+        flow = run.flow
+        if flow is None or flow.phase is not BANDWIDTH or flow.parked:
+            return  # its end, if any, is an event of this instant
+        self._count_replies(run, run.through(self.net.moved(flow)), state, ready)
+
+    def _count_replies(
+        self, run: _ReplyChunk, stop: int, state: _RoundState, ready: list[int]
+    ) -> None:
+        """Pieces ``run.done`` .. stop − 1 of a chunk of replies ended, each followed by
+        the next piece in the same flow: counted as sent, ended and delivered."""
+        start = run.done
+        if stop <= start:
+            return
+        cont = state.cont
+        assert cont is not None
+        for i in run.pieces[start:stop]:
+            following = cont[i]
+            ready.extend(j for j in state.ended(i, True) if j != following)
+        self.messages += stop - start
+        self.net.count_continued(stop - start)
+        run.done = stop
 
     def _catch_up_family(
         self, c: int, state: _RoundState, chains: Chains, ready: list[int]
@@ -327,9 +405,17 @@ class NetworkClock:
         self._release(state.ended(i, False), state)
 
     def _on_end(self, i: int, state: _RoundState, event: Any) -> None:
-        if not event.ok and state.cont is not None:
-            state.open.pop(state.cont[i], None)
+        cont = state.cont
+        if not event.ok and cont is not None:
+            state.open.pop(cont[i], None)
+        elif state.gated_pred is not None:
+            state.mark_end(i, self.env.now)
         self._release(state.ended(i, bool(event.ok)), state)
+        if cont is not None and cont[i] >= 0:
+            # the next piece was not sent (broken meanwhile): the stream leaves
+            stream = state.open.pop(cont[i], None)
+            if stream is not None:
+                self.net.close_stream(stream)
 
     def _on_loud(self, state: _RoundState, flow: Flow, event: Any) -> None:
         """A flow counted on a latch ended as an event (the last of its latch, or
@@ -340,6 +426,8 @@ class NetworkClock:
         """The round's flow ``flow.tag`` completed quietly: others of its latch are in
         flight, so its end opens no gate, starts no flow and does not end the round
         (``_RoundState.take_latches``)."""
+        if state.gated_pred is not None:
+            state.mark_end(flow.tag, flow.end_s)
         if state.ended(flow.tag, True):
             raise RuntimeError(f"flow {flow.tag} ended quietly but released flows")
 
@@ -363,6 +451,7 @@ class _RoundState:
         done: simpy.Event,
         streams: bool = True,
         chunks: bool = False,
+        keep_stream: Callable[[Flow], None] | None = None,
     ) -> None:
         n = flows.src.size
         self.plan, self.flows, self.left, self.done = plan, flows, n, done
@@ -373,7 +462,6 @@ class _RoundState:
             flows.nbytes.tolist(),
         )
         self.timeout_s = None if flows.timeout_s is None else flows.timeout_s.tolist()
-        self.streamed = None if flows.streamed is None else flows.streamed.tolist()
         self.broken = [False] * n
         need = np.zeros(n, dtype=np.intp)
         self.opens = None if flows.opens is None else flows.opens.tolist()
@@ -389,7 +477,28 @@ class _RoundState:
             need[waiting] += gate_left[flows.waits[waiting]] > 0
         self._next = _Index(self.after, n)
         need += self.after >= 0
+        self.previous = np.full(n, -1, dtype=np.intp) if flows.previous is None else flows.previous
+        #: next_piece[i]: the flow whose ``previous`` is i (-1: none; at most one each)
+        self.next_piece: np.ndarray | None = None
+        if flows.previous is not None:
+            self.next_piece = _single_follower(flows.previous, n)
+        need += self.previous >= 0
         self.need = need.tolist()
+        #: pred[i]: the piece before streamed flow i on its connection (-1: none; an
+        #: array, read once per flow sent: no per-flow Python list to build)
+        self.pred: np.ndarray | None = None
+        #: gated_pred[i]: i is the predecessor of a gated streamed flow (None: no such
+        #: flow); pred_end: when each of those completed
+        self.gated_pred: np.ndarray | None = None
+        self.pred_end: dict[int, float] = {}
+        pred = np.full(n, -1, dtype=np.intp)
+        if flows.streamed is not None:
+            pred = np.where(flows.streamed, _predecessors(self.after, self.previous), -1)
+            self.pred = pred
+            gated_stream = (pred >= 0) & (self.waits >= 0)
+            if gated_stream.any():
+                self.gated_pred = np.zeros(n, dtype=bool)
+                self.gated_pred[pred[gated_stream]] = True
         self._need0 = need == 0
         #: cont[i]: the flow continuing flow i's stream (-1: none); open: the network
         #: flow of each stream whose next piece ``j`` is due, by ``j``
@@ -404,12 +513,34 @@ class _RoundState:
         #: what a flow on a latch calls when it ends quietly and otherwise
         #: (:meth:`take_latches`; None: no latches)
         self.ends: tuple[Callable[[Flow], None], Callable[[Flow, simpy.Event], None]] | None = None
+        #: lazy[j]: continuation j waits for more than the piece before it (a gate): that
+        #: piece is sent kept only once j waits for it alone, and ``keep_stream`` keeps
+        #: it when that happens in flight (None: no such continuation)
+        self.lazy: np.ndarray | None = None
+        self.keep_stream = keep_stream
+        #: chunks of replies in flight (:meth:`ready_run`; None: not chunked); which
+        #: pieces may end inside one
+        self.reply_chunks: dict[int, _ReplyChunk] | None = None
+        self._inner = np.zeros(0, dtype=bool)
         if streams and flows.streamed is not None:
-            cont = _continuations(flows, self.after, self.waits)
+            cont = _continuations(flows, pred)
             if cont is not None:
                 self.cont = cont.tolist()
-                if chunks:
-                    self.chains = Chains.build(flows, self.cont, self.gate_left)
+                gated = (cont >= 0) & (self.waits[np.maximum(cont, 0)] >= 0)
+                if gated.any() and keep_stream is not None:
+                    self.lazy = np.zeros(n, dtype=bool)
+                    self.lazy[cont[gated]] = True
+                    if chunks:
+                        self.reply_chunks = {}
+                        # a piece whose end only starts its continuation: opens no gate,
+                        # followed by no other flow (``after`` it)
+                        opens = flows.opens if flows.opens is not None else np.full(n, -1)
+                        self._inner = (opens < 0) & (np.bincount(
+                            self.after[self.after >= 0], minlength=n
+                        ) == 0)  # fmt: skip
+                if chunks:  # chunks carry the streams that wait for no gate
+                    ungated = np.where(gated, -1, cont).tolist()
+                    self.chains = Chains.build(flows, ungated, self.gate_left)
 
     def take_latches(
         self,
@@ -423,7 +554,8 @@ class _RoundState:
         ``tag`` is the round's flow index). A flow whose end can
         release nothing while another flow of its latch is in flight counts on it:
 
-        - a flow opening a gate, whose followers (``after`` it) all wait for that gate:
+        - a flow opening a gate, whose followers (``after`` it or the next piece on its
+          connection) all wait for that gate:
           the gate stays shut while another of its flows is in flight;
         - a flow opening no gate and followed by none: the round goes on while another
           such flow is in flight.
@@ -435,8 +567,8 @@ class _RoundState:
         if base < 0:
             return
         opens = np.full(n, -1, dtype=np.intp) if flows.opens is None else flows.opens
-        j = np.flatnonzero(self.after >= 0)
-        i = self.after[j]
+        j = np.r_[np.flatnonzero(self.after >= 0), np.flatnonzero(self.previous >= 0)]
+        i = np.r_[self.after[self.after >= 0], self.previous[self.previous >= 0]]
         followed = np.zeros(n, dtype=bool)
         followed[i] = True
         elsewhere = np.zeros(n, dtype=bool)  # a follower waits for another gate
@@ -446,7 +578,15 @@ class _RoundState:
         latch[gated] = base + opens[gated]
         latch[(opens < 0) & ~followed] = base + n_gates
         if self.cont is not None:
-            latch[np.asarray(self.cont) >= 0] = -1
+            cont = np.asarray(self.cont)
+            latch[cont >= 0] = -1
+            if self.lazy is not None:
+                # a piece whose continuation waits for its gate too, opening no gate and
+                # followed by nothing else: counted until it is kept (FlowNetwork.keep_stream)
+                only = np.bincount(i, minlength=n) == 1
+                lazy = np.flatnonzero((cont >= 0) & (opens < 0) & only)
+                lazy = lazy[self.lazy[cont[lazy]]]
+                latch[lazy] = base + n_gates
         self.latch = latch.tolist()
         self._latches = (base, n_gates + 1)
         self.ends = (on_quiet, on_loud)
@@ -460,6 +600,57 @@ class _RoundState:
             net.free_latches(*self._latches)
             self._latches = None
         self.ends = None
+
+    def mark_end(self, i: int, at_s: float) -> None:
+        """Flow i completed at ``at_s``: noted if a gated streamed flow follows it."""
+        if self.gated_pred is not None and self.gated_pred[i]:
+            self.pred_end[i] = at_s
+
+    def back_to_back(self, j: int, now: float) -> bool:
+        """Whether flow j, starting now, follows the piece before it back to back (no
+        route latency): a streamed flow that waits for no gate always does; one that
+        waits for a gate when it starts at the instant that piece completed,
+        whichever event came first at that instant."""
+        assert self.pred is not None
+        p = int(self.pred[j])
+        if p < 0:
+            return False
+        return self.waits[j] < 0 or self.pred_end.pop(p, None) == now
+
+    def ready_run(self, i: int) -> list[int]:
+        """Flow i, about to be sent, and the continuations after it that wait for nothing
+        but the piece before them (their gates open, their requests ended), have bytes
+        and no timeout: sent back to back as one flow (a chunk of replies), as piece by
+        piece each would start the instant the one before it ended."""
+        run = [i]
+        tl, cont, need, nbytes = self.timeout_s, self.cont, self.need, self.nbytes
+        assert cont is not None
+        assert self.lazy is not None
+        inner = self._inner
+        if not inner[i] or nbytes[i] <= 0.0 or (tl is not None and tl[i] < math.inf):
+            return run
+        j = cont[i]
+        while (
+            j >= 0
+            and inner[run[-1]]
+            and self.lazy[j]
+            and need[j] == 1
+            and not self.broken[j]
+            and nbytes[j] > 0.0
+            and (tl is None or tl[j] == math.inf)
+        ):
+            run.append(j)
+            j = cont[j]
+        return run
+
+    def _keep_for(self, j: int) -> None:
+        """Continuation j now waits only for the piece before it: if that piece is in
+        flight unkept, keep its stream so that j follows it back to back."""
+        flow = self.open.get(j)
+        assert self.pred is not None
+        assert self.keep_stream is not None
+        if flow is not None and flow.tag == self.pred[j] and _in_flight(flow):
+            self.keep_stream(flow)
 
     def roots(self) -> np.ndarray:
         """Flows that wait for nothing: they start with the round."""
@@ -484,35 +675,101 @@ class _RoundState:
             if self.gate_left[gate] == 0:
                 if self.chains is not None:
                     self.chains.gate_opened(gate)
+                lazy = self.lazy
                 for j in self._behind.of(gate):
                     need[j] -= 1
                     if need[j] == 0:
                         ready.append(j)
+                    elif lazy is not None and need[j] == 1 and lazy[j]:
+                        self._keep_for(j)
+        lazy = self.lazy
         for j in self._next.of(i):
             if not ok:
                 self.broken[j] = True
             need[j] -= 1
             if need[j] == 0:
                 ready.append(j)
+            elif lazy is not None and need[j] == 1 and lazy[j]:
+                self._keep_for(j)
+        if self.next_piece is not None:
+            j = int(self.next_piece[i])
+            if j >= 0:
+                if not ok:
+                    self.broken[j] = True
+                need[j] -= 1
+                if need[j] == 0:
+                    ready.append(j)
         return ready
 
 
-def _continuations(flows: Flows, after: np.ndarray, waits: np.ndarray) -> np.ndarray | None:
+class _ReplyChunk:
+    """A chunk of replies in flight: its pieces, their cumulative bytes, how many are
+    counted as ended, and its flow."""
+
+    __slots__ = ("cum", "done", "flow", "pieces")
+
+    def __init__(self, pieces: list[int], nbytes: list[float]) -> None:
+        self.pieces = pieces
+        total, cum = 0.0, []
+        for i in pieces:
+            total += nbytes[i]
+            cum.append(total)
+        self.cum = cum
+        self.done = 0
+        self.flow: Any = None
+
+    def through(self, moved: float, failed: bool = False) -> int:
+        """The first piece (from ``done``, before the last) whose bytes are not through
+        once the chunk moved ``moved`` bytes; when it ``failed`` at that instant, a piece
+        whose last byte arrives at that very instant fails with it."""
+        cum, t, last = self.cum, self.done, len(self.pieces) - 1
+        if failed:
+            while t < last and cum[t] < moved:
+                t += 1
+            return t
+        while t < last and cum[t] <= moved:
+            t += 1
+        return t
+
+
+def _single_follower(previous: np.ndarray, n: int) -> np.ndarray:
+    """(n,) the flow j with ``previous[j] == i`` for each flow i, -1 for none; a flow is
+    the previous piece of one flow at most (a connection is one sequence of pieces)."""
+    j = np.flatnonzero(previous >= 0)
+    i = previous[j]
+    if np.unique(i).size != i.size:
+        raise ValueError("Flows.previous: a flow is the previous piece of two flows")
+    follower = np.full(n, -1, dtype=np.intp)
+    follower[i] = j
+    return follower
+
+
+def _in_flight(flow: Flow) -> bool:
+    return flow.phase is not DONE and flow.phase is not FAILED
+
+
+def _predecessors(after: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """(n,) the piece before each flow on its connection: ``previous``, else ``after``."""
+    return np.where(previous >= 0, previous, after)
+
+
+def _continuations(flows: Flows, pred: np.ndarray) -> np.ndarray | None:
     """(n,) the flow that continues each flow's stream, -1 for none (None: no stream).
 
-    Flow j continues flow i = ``after[j]`` when j is ``streamed``, waits for no gate and
-    goes on the same connection (source and destination), and no other flow continues
-    i that way: then j starts the instant i completes and i's place in the bandwidth
-    phase can carry j's bytes."""
+    Flow j continues flow i = ``pred[j]`` (the streamed piece before it) when it goes on
+    the same connection (source and destination) and no other flow continues i that
+    way: then i's place in the bandwidth phase can carry j's bytes if j starts the
+    instant i completes (always, when j waits for no gate; otherwise the clock closes
+    the stream at i's end when j's gate is still shut)."""
     assert flows.streamed is not None
-    j = np.flatnonzero(flows.streamed & (after >= 0) & (waits < 0))
-    i = after[j]
+    j = np.flatnonzero(pred >= 0)
+    i = pred[j]
     same = (flows.src[j] == flows.src[i]) & (flows.dst[j] == flows.dst[i])
     j, i = j[same], i[same]
     if j.size == 0:
         return None
-    single = np.bincount(i, minlength=after.size)[i] == 1
-    cont = np.full(after.size, -1, dtype=np.intp)
+    single = np.bincount(i, minlength=pred.size)[i] == 1
+    cont = np.full(pred.size, -1, dtype=np.intp)
     cont[i[single]] = j[single]
     return cont
 

@@ -48,8 +48,9 @@ PEER_BYTES = 512
 #: dicts, byte counters, routes (measured 500 B with tracemalloc; rounded up).
 NET_PEER_BYTES = 1024
 #: Bytes per flow of a round's plan: its parallel arrays and the round's book-keeping
-#: lists (measured 240 B per flow of a ring all-reduce; rounded up).
-PLANNED_FLOW_BYTES = 320
+#: lists (measured with tracemalloc: 240 B per flow of a ring all-reduce, 415–450 B of
+#: a butterfly whose requests and replies are streams; rounded up).
+PLANNED_FLOW_BYTES = 512
 #: Bytes per flow in flight: the Flow object, its SimPy event, callbacks and index
 #: entries (measured 700–1270 B with tracemalloc; rounded up).
 FLOW_BYTES = 1536

@@ -57,7 +57,7 @@ def round_sender(clock: NetworkClock) -> Transmit:
 
 def independent(flows: Flows) -> bool:
     """Whether the flows wait for nothing but their start offset and never time out."""
-    if flows.opens is not None or flows.waits is not None or flows.after is not None:
+    if any(x is not None for x in (flows.opens, flows.waits, flows.after, flows.previous)):
         return False
     if flows.streamed is not None and bool(flows.streamed.any()):
         return False

@@ -360,6 +360,21 @@ class FlowNetwork:
             core.latch_of[flow.slot] = latch
         return True
 
+    def keep_stream(self, flow: Flow) -> None:
+        """From now on the in-flight ``flow`` opens a stream, as if sent with
+        ``keep=True``: its next piece will :meth:`resume` it the instant it completes.
+        A flow counted on a latch leaves it (its end will release that piece, so it is
+        an event). A flow that has ended, or keeps already, is left alone."""
+        if flow.keep or flow.phase is DONE or flow.phase is FAILED:
+            return
+        flow.keep = True
+        if flow.latch >= 0:
+            cast(np.ndarray, self._latch_left)[flow.latch] -= 1
+            flow.latch = -1
+        if flow.slot >= 0 and isinstance(self._core, compiled.CompiledCore):
+            self._core.keep[flow.slot] = True
+            self._core.latch_of[flow.slot] = -1
+
     def shorten(self, flow: Flow, nbytes: float, keep: bool) -> None:
         """``flow``, in its bandwidth phase, carries ``nbytes`` in all instead of its size (at
         least what it has moved; less moves nothing more and it completes now): it
