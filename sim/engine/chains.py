@@ -221,15 +221,9 @@ class Chains:
         the chunk ``failed`` at that instant, a piece whose last byte arrives at that very
         instant fails with it, as a flow of its own does when its end and a preemption
         fall on the same instant."""
-        cum, t, last = self.cum[c], self.done[c], self.last[c]
+        cum = self.cum[c]
         base = cum[self.first[c] - 1] if self.first[c] else 0.0
-        if failed:
-            while t < last and cum[t] - base < moved:
-                t += 1
-            return t
-        while t < last and cum[t] - base <= moved:
-            t += 1
-        return t
+        return pieces_through(cum, base, self.done[c], self.last[c], moved, failed)
 
     def frontier_cuts(self, f: int, gate_left: list[int]) -> list[int]:
         """Move family f's frontier past its open gates; the streams with a chunk that
@@ -242,3 +236,19 @@ class Chains:
             return []
         done, last, flow = self.done, self.last, self.flow
         return [c for c in self.members[f] if done[c] <= p < last[c] and flow[c] is not None]
+
+
+def pieces_through(
+    cum: list[float], base: float, t: int, last: int, moved: float, failed: bool = False
+) -> int:
+    """The first piece from t (before ``last``) whose bytes are not through once a chunk
+    starting at cumulative bytes ``base`` moved ``moved`` bytes (``cum``: cumulative
+    bytes of the pieces); when it ``failed`` at that instant, a piece whose last byte
+    arrives at that very instant fails with it."""
+    if failed:
+        while t < last and cum[t] - base < moved:
+            t += 1
+        return t
+    while t < last and cum[t] - base <= moved:
+        t += 1
+    return t

@@ -28,7 +28,7 @@ import numpy as np
 import simpy
 
 from protocols.contract import IDLE_ROUND_S, Flows, GroupPlan, RoundPlan
-from sim.engine.chains import Chains
+from sim.engine.chains import Chains, pieces_through
 from sim.engine.trace import Tracer
 from sim.network import Flow, FlowNetwork
 from sim.network.flows import BANDWIDTH, DONE, FAILED
@@ -332,17 +332,9 @@ class NetworkClock:
     ) -> None:
         """Pieces ``run.done`` .. stop − 1 of a chunk of replies ended, each followed by
         the next piece in the same flow: counted as sent, ended and delivered."""
-        start = run.done
-        if stop <= start:
-            return
-        cont = state.cont
-        assert cont is not None
-        for i in run.pieces[start:stop]:
-            following = cont[i]
-            ready.extend(j for j in state.ended(i, True) if j != following)
-        self.messages += stop - start
-        self.net.count_continued(stop - start)
-        run.done = stop
+        if stop > run.done:
+            self._inside(run.pieces[run.done : stop], state, ready)
+            run.done = stop
 
     def _catch_up_family(
         self, c: int, state: _RoundState, chains: Chains, ready: list[int]
@@ -372,15 +364,20 @@ class NetworkClock:
     ) -> None:
         """Pieces start..stop-1 of stream c ended inside its chunk, each followed by the
         next piece in the same flow: counted as sent, ended and delivered."""
-        if stop <= start:
-            return
+        if stop > start:
+            self._inside(chains.pieces[c][start:stop], state, ready)
+
+    def _inside(self, pieces: list[int], state: _RoundState, ready: list[int]) -> None:
+        """``pieces`` of a stream ended inside a chunk, each followed by the next piece
+        in the same flow: counted as sent, ended and delivered (what the next piece
+        releases is the chunk's own business)."""
         cont = state.cont
         assert cont is not None
-        for i in chains.pieces[c][start:stop]:
+        for i in pieces:
             following = cont[i]
             ready.extend(j for j in state.ended(i, True) if j != following)
-        self.messages += stop - start
-        self.net.count_continued(stop - start)
+        self.messages += len(pieces)
+        self.net.count_continued(len(pieces))
 
     def _cut(self, c: int, last: int, state: _RoundState, chains: Chains) -> None:
         """Cut stream c's chunk back to end at piece ``last``; a chunk whose bytes are all
@@ -722,14 +719,7 @@ class _ReplyChunk:
         """The first piece (from ``done``, before the last) whose bytes are not through
         once the chunk moved ``moved`` bytes; when it ``failed`` at that instant, a piece
         whose last byte arrives at that very instant fails with it."""
-        cum, t, last = self.cum, self.done, len(self.pieces) - 1
-        if failed:
-            while t < last and cum[t] < moved:
-                t += 1
-            return t
-        while t < last and cum[t] <= moved:
-            t += 1
-        return t
+        return pieces_through(self.cum, 0.0, self.done, len(self.pieces) - 1, moved, failed)
 
 
 def _single_follower(previous: np.ndarray, n: int) -> np.ndarray:
