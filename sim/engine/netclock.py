@@ -315,8 +315,14 @@ class NetworkClock:
         del state.reply_chunks[id(run)]  # type: ignore[union-attr]
         run.flow = None
         self._release(ready, state)
-        if event.ok and cont[last] >= 0:  # the next piece was not sent (broken meanwhile)
-            stream = state.open.pop(cont[last], None)
+        if event.ok:
+            self._close_unsent(cont[last], state)
+
+    def _close_unsent(self, j: int, state: _RoundState) -> None:
+        """After the piece before j ended and released what it could: if j was not sent
+        (broken meanwhile), its parked stream leaves the network."""
+        if j >= 0:
+            stream = state.open.pop(j, None)
             if stream is not None:
                 self.net.close_stream(stream)
 
@@ -408,11 +414,8 @@ class NetworkClock:
         elif state.gated_pred is not None:
             state.mark_end(i, self.env.now)
         self._release(state.ended(i, bool(event.ok)), state)
-        if cont is not None and cont[i] >= 0:
-            # the next piece was not sent (broken meanwhile): the stream leaves
-            stream = state.open.pop(cont[i], None)
-            if stream is not None:
-                self.net.close_stream(stream)
+        if cont is not None:
+            self._close_unsent(cont[i], state)
 
     def _on_loud(self, state: _RoundState, flow: Flow, event: Any) -> None:
         """A flow counted on a latch ended as an event (the last of its latch, or
@@ -665,21 +668,19 @@ class _RoundState:
         if self.left == 0:
             self.done.succeed()
         ready: list[int] = []
-        need = self.need
+        need, lazy = self.need, self.lazy
         if self.opens is not None and self.opens[i] >= 0:
             gate = self.opens[i]
             self.gate_left[gate] -= 1
             if self.gate_left[gate] == 0:
                 if self.chains is not None:
                     self.chains.gate_opened(gate)
-                lazy = self.lazy
                 for j in self._behind.of(gate):
                     need[j] -= 1
                     if need[j] == 0:
                         ready.append(j)
                     elif lazy is not None and need[j] == 1 and lazy[j]:
                         self._keep_for(j)
-        lazy = self.lazy
         for j in self._next.of(i):
             if not ok:
                 self.broken[j] = True
@@ -749,8 +750,8 @@ def _continuations(flows: Flows, pred: np.ndarray) -> np.ndarray | None:
     Flow j continues flow i = ``pred[j]`` (the streamed piece before it) when it goes on
     the same connection (source and destination) and no other flow continues i that
     way: then i's place in the bandwidth phase can carry j's bytes if j starts the
-    instant i completes (always, when j waits for no gate; otherwise the clock closes
-    the stream at i's end when j's gate is still shut)."""
+    instant i completes (always, when j waits for no gate; otherwise i is sent kept
+    only once j waits for it alone, :attr:`_RoundState.lazy`)."""
     assert flows.streamed is not None
     j = np.flatnonzero(pred >= 0)
     i = pred[j]

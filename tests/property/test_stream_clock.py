@@ -4,11 +4,12 @@ A stream (pieces each ``after`` the previous one and ``streamed``, on one connec
 runs as one flow in the network: a piece completes and the next resumes the flow without
 leaving the bandwidth phase (:meth:`sim.network.FlowNetwork.resume`). These tests run
 random butterfly-like rounds (streams of requests opening a gate per piece, replies
-behind the gates, each after its own request; extra streamed flows that also wait for a
-gate and so are not continuations), with timeouts, preemptions and returns, on both
-network paths, once with streams (:attr:`NetworkClock.streams`) and once piece by
-piece, and compare every flow's end time (1e-9 relative), what was delivered and timed
-out, the byte counts and the message counts.
+behind the gates, each after its own request, and in half the rounds a stream of
+their own; an extra streamed flow that also waits for a gate), with timeouts,
+preemptions and returns, on both network paths, once with streams
+(:attr:`NetworkClock.streams`) and once piece by piece, and compare every flow's end
+time (1e-9 relative), what was delivered and timed out, the byte counts and the message
+counts.
 """
 
 from __future__ import annotations
