@@ -114,8 +114,10 @@ class Flow(Share):
         (:meth:`FlowNetwork.join_latch`) attached first if the flow has one."""
         event = self.done
         loud = self.loud
+        # a settled flow is never quiet: drop both callbacks, which hold the caller's
+        # round (a failed flow's event holds the flow in a cycle, through FlowFailed)
+        self.quiet = self.loud = None
         if loud is not None:
-            self.loud = None
             event.callbacks.append(partial(loud, self))
         return event
 
@@ -552,7 +554,9 @@ class FlowNetwork:
         self._schedule_wake(last)  # as the last instant's own wake-up would have
         for flow, q in zip(due, quiet, strict=True):
             if q and inline:
-                flow.quiet(flow)  # type: ignore[misc]
+                quiet_end = flow.quiet
+                flow.quiet = flow.loud = None  # they hold the caller's round (see settled)
+                quiet_end(flow)  # type: ignore[misc]
             else:
                 flow.settled().succeed(now)
 
