@@ -383,7 +383,7 @@ class FlowNetwork:
         completes once ``nbytes`` are through, at the rate it has, keeping its place;
         ``keep`` as in :meth:`send`. The network clock runs several pieces of a stream as
         one flow and cuts it back to the piece whose end must be seen
-        (:mod:`sim.engine.chains`)."""
+        (:mod:`sim.engine.netclock.chains`)."""
         if flow.phase is not BANDWIDTH or flow.parked:
             raise NetworkError("shorten(flow)", flow, "a flow in its bandwidth phase")
         nbytes = float(nbytes)

@@ -1,6 +1,6 @@
 """A finished round's book-keeping is freed when it ends, not at the next full collection.
 
-A round of the network clock (``_RoundState``) holds lists of ~300 B per planned flow, a
+A round of the network clock (``RoundState``) holds lists of ~300 B per planned flow, a
 group's plan (``GroupPlan``) its flows' arrays and its butterfly. Both were held by
 reference cycles, which reference counting cannot free: the round's latch callbacks
 (``take_latches``) are partials holding the round; moshpit's ``settle`` held the plan
@@ -28,7 +28,7 @@ import pytest
 
 import protocols.moshpit
 import sim
-from sim.engine import netclock
+from sim.engine.netclock.round_state import RoundState
 from sim.network import compiled
 from sim.network.flows import COMPILED_MIN_PEERS
 
@@ -43,13 +43,13 @@ def test_finished_rounds_and_plans_are_freed_without_the_collector(
     monkeypatch: Any, churn: dict[str, str]
 ) -> None:
     finished: list[weakref.ref[Any]] = []
-    give_back = netclock._RoundState.give_back_latches
+    give_back = RoundState.give_back_latches
 
     def recording(self: Any, net: Any) -> None:
         give_back(self, net)
         finished.append(weakref.ref(self))
 
-    monkeypatch.setattr(netclock._RoundState, "give_back_latches", recording)
+    monkeypatch.setattr(RoundState, "give_back_latches", recording)
     plans: list[weakref.ref[Any]] = []
     settled: list[bool] = []
     group_plan = protocols.moshpit.Moshpit.group_plan

@@ -43,7 +43,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "protocol": {**MOSHPIT, "group_size": 4, "matchmaking_time": "0.5 s",
                      "part_bytes": "256 KiB", "sender_timeout": "2 s"},
     },
-    # no timeout: the requests run in chunks (sim.engine.chains), cut back at frontiers
+    # no timeout: the requests run in chunks (sim.engine.netclock.chains), cut back at frontiers
     "async moshpit, chunks, exponential churn": {
         **ASYNC,
         "protocol": {**MOSHPIT, "group_size": 4, "matchmaking_time": "0.5 s",

@@ -249,7 +249,7 @@ def test_a_stream_as_one_flow_ends_every_piece_as_piece_by_piece(work, solver):
 @settings(max_examples=200, deadline=None)
 @given(rounds(), st.sampled_from(PATHS))
 def test_streams_in_chunks_give_the_piece_by_piece_results(work, solver):
-    """Chunks (:mod:`sim.engine.chains`): the same flows delivered, counts and bytes, and
+    """Chunks (:mod:`sim.engine.netclock.chains`): the same flows delivered, counts and bytes, and
     every end that is an event (replies, a chunk's last piece) at its time.
 
     Except at a tie: a flow whose last byte arrives at the very instant one of its ends is

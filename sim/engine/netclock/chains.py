@@ -1,7 +1,7 @@
 """Streams in chunks: a stream's pieces cost an event only where their end is seen.
 
 A stream (pieces each ``after`` the previous one on one connection, see
-:func:`sim.engine.netclock._continuations`) already runs as one fluid flow. Yet each
+:func:`sim.engine.netclock.round_state._continuations`) already runs as one fluid flow. Yet each
 piece's end used to be an event: a ``done`` event, a clock callback, the next piece
 resumed. In a butterfly most of these ends change nothing. A request piece opens its
 piece's gate, and the gate releases the replies only when its *last* request ends.

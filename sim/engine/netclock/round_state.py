@@ -1,0 +1,356 @@
+"""One round's (or group's) book-keeping on the network clock (:class:`RoundState`):
+what each flow still waits for (gates, ``after``, the piece before it on its connection),
+which flows continue which streams, the latches its quiet ends count on, and the chunks
+of replies in flight (:class:`ReplyChunk`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import simpy
+
+from protocols.contract import Flows, GroupPlan, RoundPlan
+from sim.engine.netclock.chains import Chains, pieces_through
+from sim.network import Flow, FlowNetwork
+from sim.network.flows import DONE, FAILED
+
+
+class RoundState:
+    """Book-keeping of one round's flows: what each still waits for, what has ended."""
+
+    def __init__(
+        self,
+        plan: RoundPlan | GroupPlan,
+        flows: Flows,
+        done: simpy.Event,
+        streams: bool = True,
+        chunks: bool = False,
+        keep_stream: Callable[[Flow], None] | None = None,
+    ) -> None:
+        n = flows.src.size
+        self.plan, self.flows, self.left, self.done = plan, flows, n, done
+        # Python scalars, read once per flow sent
+        self.src, self.dst, self.nbytes = (
+            flows.src.tolist(),
+            flows.dst.tolist(),
+            flows.nbytes.tolist(),
+        )
+        self.timeout_s = None if flows.timeout_s is None else flows.timeout_s.tolist()
+        self.broken = [False] * n
+        need = np.zeros(n, dtype=np.intp)
+        self.opens = None if flows.opens is None else flows.opens.tolist()
+        self.waits = np.full(n, -1, dtype=np.intp) if flows.waits is None else flows.waits
+        self.after = np.full(n, -1, dtype=np.intp) if flows.after is None else flows.after
+        self.gate_left: list[int] = []  # flows yet to end before each gate opens
+        if flows.opens is not None and flows.waits is not None:
+            n_gates = int(max(flows.opens.max(), flows.waits.max())) + 1
+            gate_left = np.bincount(flows.opens[flows.opens >= 0], minlength=n_gates)
+            self.gate_left = gate_left.tolist()
+            self._behind = _Index(flows.waits, n_gates)
+            waiting = flows.waits >= 0
+            need[waiting] += gate_left[flows.waits[waiting]] > 0
+        self._next = _Index(self.after, n)
+        need += self.after >= 0
+        self.previous = np.full(n, -1, dtype=np.intp) if flows.previous is None else flows.previous
+        #: next_piece[i]: the flow whose ``previous`` is i (-1: none; at most one each)
+        self.next_piece: np.ndarray | None = None
+        if flows.previous is not None:
+            self.next_piece = _single_follower(flows.previous, n)
+        need += self.previous >= 0
+        self.need = need.tolist()
+        #: pred[i]: the piece before streamed flow i on its connection (-1: none; an
+        #: array, read once per flow sent: no per-flow Python list to build)
+        self.pred: np.ndarray | None = None
+        #: gated_pred[i]: i is the predecessor of a gated streamed flow (None: no such
+        #: flow); pred_end: when each of those completed
+        self.gated_pred: np.ndarray | None = None
+        self.pred_end: dict[int, float] = {}
+        pred = np.full(n, -1, dtype=np.intp)
+        if flows.streamed is not None:
+            pred = np.where(flows.streamed, _predecessors(self.after, self.previous), -1)
+            self.pred = pred
+            gated_stream = (pred >= 0) & (self.waits >= 0)
+            if gated_stream.any():
+                self.gated_pred = np.zeros(n, dtype=bool)
+                self.gated_pred[pred[gated_stream]] = True
+        self._need0 = need == 0
+        #: cont[i]: the flow continuing flow i's stream (-1: none); open: the network
+        #: flow of each stream whose next piece ``j`` is due, by ``j``
+        self.cont: list[int] | None = None
+        self.open: dict[int, Any] = {}
+        #: The streams run in chunks (None: each piece is an event).
+        self.chains: Chains | None = None
+        #: latch[i]: the latch flow i counts on in the network, -1: none
+        #: (:meth:`take_latches`; set with ``ends``)
+        self.latch: list[int] = []
+        self._latches: tuple[int, int] | None = None
+        #: what a flow on a latch calls when it ends quietly and otherwise
+        #: (:meth:`take_latches`; None: no latches)
+        self.ends: tuple[Callable[[Flow], None], Callable[[Flow, simpy.Event], None]] | None = None
+        #: lazy[j]: continuation j waits for more than the piece before it (a gate): that
+        #: piece is sent kept only once j waits for it alone, and ``keep_stream`` keeps
+        #: it when that happens in flight (None: no such continuation)
+        self.lazy: np.ndarray | None = None
+        self.keep_stream = keep_stream
+        #: chunks of replies in flight (:meth:`ready_run`; None: not chunked); which
+        #: pieces may end inside one
+        self.reply_chunks: dict[int, ReplyChunk] | None = None
+        self._inner = np.zeros(0, dtype=bool)
+        if streams and flows.streamed is not None:
+            cont = _continuations(flows, pred)
+            if cont is not None:
+                self.cont = cont.tolist()
+                gated = (cont >= 0) & (self.waits[np.maximum(cont, 0)] >= 0)
+                if gated.any() and keep_stream is not None:
+                    self.lazy = np.zeros(n, dtype=bool)
+                    self.lazy[cont[gated]] = True
+                    if chunks:
+                        self.reply_chunks = {}
+                        # a piece whose end only starts its continuation: opens no gate,
+                        # followed by no other flow (``after`` it)
+                        opens = flows.opens if flows.opens is not None else np.full(n, -1)
+                        self._inner = (opens < 0) & (np.bincount(
+                            self.after[self.after >= 0], minlength=n
+                        ) == 0)  # fmt: skip
+                if chunks:  # chunks carry the streams that wait for no gate
+                    ungated = np.where(gated, -1, cont).tolist()
+                    self.chains = Chains.build(flows, ungated, self.gate_left)
+
+    def take_latches(
+        self,
+        net: FlowNetwork,
+        on_quiet: Callable[[Flow], None],
+        on_loud: Callable[[Flow, simpy.Event], None],
+    ) -> None:
+        """Reserve the round's latches in ``net`` and say which flow counts on which
+        (:attr:`latch`): a latch per gate and one for the round; ``on_quiet`` records a
+        quiet end, ``on_loud`` any other end of a flow on a latch (the network flow's
+        ``tag`` is the round's flow index). A flow whose end can
+        release nothing while another flow of its latch is in flight counts on it:
+
+        - a flow opening a gate, whose followers (``after`` it or the next piece on its
+          connection) all wait for that gate:
+          the gate stays shut while another of its flows is in flight;
+        - a flow opening no gate and followed by none: the round goes on while another
+          such flow is in flight.
+
+        Streams' pieces and chunks never count (their ends move streams)."""
+        n, flows = len(self.src), self.flows
+        n_gates = len(self.gate_left)
+        base = net.latches(n_gates + 1) if n > 0 else -1
+        if base < 0:
+            return
+        opens = np.full(n, -1, dtype=np.intp) if flows.opens is None else flows.opens
+        j = np.r_[np.flatnonzero(self.after >= 0), np.flatnonzero(self.previous >= 0)]
+        i = np.r_[self.after[self.after >= 0], self.previous[self.previous >= 0]]
+        followed = np.zeros(n, dtype=bool)
+        followed[i] = True
+        elsewhere = np.zeros(n, dtype=bool)  # a follower waits for another gate
+        elsewhere[i[self.waits[j] != opens[i]]] = True
+        latch = np.full(n, -1, dtype=np.int64)
+        gated = (opens >= 0) & ~elsewhere
+        latch[gated] = base + opens[gated]
+        latch[(opens < 0) & ~followed] = base + n_gates
+        if self.cont is not None:
+            cont = np.asarray(self.cont)
+            latch[cont >= 0] = -1
+            if self.lazy is not None:
+                # a piece whose continuation waits for its gate too, opening no gate and
+                # followed by nothing else: counted until it is kept (FlowNetwork.keep_stream)
+                only = np.bincount(i, minlength=n) == 1
+                lazy = np.flatnonzero((cont >= 0) & (opens < 0) & only)
+                lazy = lazy[self.lazy[cont[lazy]]]
+                latch[lazy] = base + n_gates
+        self.latch = latch.tolist()
+        self._latches = (base, n_gates + 1)
+        self.ends = (on_quiet, on_loud)
+
+    def give_back_latches(self, net: FlowNetwork) -> None:
+        """Free the latches of :meth:`take_latches` (every flow of the round has ended),
+        and drop :attr:`ends`: its callbacks hold this state, a cycle that would keep the
+        round's lists (~300 B per flow) alive until the garbage collector's next full
+        pass, which the engine's raised thresholds make rare."""
+        if self._latches is not None:
+            net.free_latches(*self._latches)
+            self._latches = None
+        self.ends = None
+
+    def mark_end(self, i: int, at_s: float) -> None:
+        """Flow i completed at ``at_s``: noted if a gated streamed flow follows it."""
+        if self.gated_pred is not None and self.gated_pred[i]:
+            self.pred_end[i] = at_s
+
+    def back_to_back(self, j: int, now: float) -> bool:
+        """Whether flow j, starting now, follows the piece before it back to back (no
+        route latency): a streamed flow that waits for no gate always does; one that
+        waits for a gate when it starts at the instant that piece completed,
+        whichever event came first at that instant."""
+        assert self.pred is not None
+        p = int(self.pred[j])
+        if p < 0:
+            return False
+        return self.waits[j] < 0 or self.pred_end.pop(p, None) == now
+
+    def ready_run(self, i: int) -> list[int]:
+        """Flow i, about to be sent, and the continuations after it that wait for nothing
+        but the piece before them (their gates open, their requests ended), have bytes
+        and no timeout: sent back to back as one flow (a chunk of replies), as piece by
+        piece each would start the instant the one before it ended."""
+        run = [i]
+        tl, cont, need, nbytes = self.timeout_s, self.cont, self.need, self.nbytes
+        assert cont is not None
+        assert self.lazy is not None
+        inner = self._inner
+        if not inner[i] or nbytes[i] <= 0.0 or (tl is not None and tl[i] < math.inf):
+            return run
+        j = cont[i]
+        while (
+            j >= 0
+            and inner[run[-1]]
+            and self.lazy[j]
+            and need[j] == 1
+            and not self.broken[j]
+            and nbytes[j] > 0.0
+            and (tl is None or tl[j] == math.inf)
+        ):
+            run.append(j)
+            j = cont[j]
+        return run
+
+    def _keep_for(self, j: int) -> None:
+        """Continuation j now waits only for the piece before it: if that piece is in
+        flight unkept, keep its stream so that j follows it back to back."""
+        flow = self.open.get(j)
+        assert self.pred is not None
+        assert self.keep_stream is not None
+        if flow is not None and flow.tag == self.pred[j] and _in_flight(flow):
+            self.keep_stream(flow)
+
+    def roots(self) -> np.ndarray:
+        """Flows that wait for nothing: they start with the round."""
+        return np.flatnonzero((self.waits < 0) & (self.after < 0))
+
+    def ready_at_start(self) -> list[int]:
+        """Flows behind a gate that no flow opens (and after nothing): they start now."""
+        return np.flatnonzero(self._need0 & (self.waits >= 0)).tolist()
+
+    def ended(self, i: int, ok: bool) -> list[int]:
+        """Count flow ``i`` as ended (``ok``: delivered); the flows that may start now."""
+        assert self.plan.delivered is not None
+        self.plan.delivered[i] = ok
+        self.left -= 1
+        if self.left == 0:
+            self.done.succeed()
+        ready: list[int] = []
+        need, lazy = self.need, self.lazy
+        if self.opens is not None and self.opens[i] >= 0:
+            gate = self.opens[i]
+            self.gate_left[gate] -= 1
+            if self.gate_left[gate] == 0:
+                if self.chains is not None:
+                    self.chains.gate_opened(gate)
+                for j in self._behind.of(gate):
+                    need[j] -= 1
+                    if need[j] == 0:
+                        ready.append(j)
+                    elif lazy is not None and need[j] == 1 and lazy[j]:
+                        self._keep_for(j)
+        for j in self._next.of(i):
+            if not ok:
+                self.broken[j] = True
+            need[j] -= 1
+            if need[j] == 0:
+                ready.append(j)
+            elif lazy is not None and need[j] == 1 and lazy[j]:
+                self._keep_for(j)
+        if self.next_piece is not None:
+            j = int(self.next_piece[i])
+            if j >= 0:
+                if not ok:
+                    self.broken[j] = True
+                need[j] -= 1
+                if need[j] == 0:
+                    ready.append(j)
+        return ready
+
+
+class ReplyChunk:
+    """A chunk of replies in flight: its pieces, their cumulative bytes, how many are
+    counted as ended, and its flow."""
+
+    __slots__ = ("cum", "done", "flow", "pieces")
+
+    def __init__(self, pieces: list[int], nbytes: list[float]) -> None:
+        self.pieces = pieces
+        total, cum = 0.0, []
+        for i in pieces:
+            total += nbytes[i]
+            cum.append(total)
+        self.cum = cum
+        self.done = 0
+        self.flow: Any = None
+
+    def through(self, moved: float, failed: bool = False) -> int:
+        """The first piece (from ``done``, before the last) whose bytes are not through
+        once the chunk moved ``moved`` bytes; when it ``failed`` at that instant, a piece
+        whose last byte arrives at that very instant fails with it."""
+        return pieces_through(self.cum, 0.0, self.done, len(self.pieces) - 1, moved, failed)
+
+
+def _single_follower(previous: np.ndarray, n: int) -> np.ndarray:
+    """(n,) the flow j with ``previous[j] == i`` for each flow i, -1 for none; a flow is
+    the previous piece of one flow at most (a connection is one sequence of pieces)."""
+    j = np.flatnonzero(previous >= 0)
+    i = previous[j]
+    if np.unique(i).size != i.size:
+        raise ValueError("Flows.previous: a flow is the previous piece of two flows")
+    follower = np.full(n, -1, dtype=np.intp)
+    follower[i] = j
+    return follower
+
+
+def _in_flight(flow: Flow) -> bool:
+    return flow.phase is not DONE and flow.phase is not FAILED
+
+
+def _predecessors(after: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """(n,) the piece before each flow on its connection: ``previous``, else ``after``."""
+    return np.where(previous >= 0, previous, after)
+
+
+def _continuations(flows: Flows, pred: np.ndarray) -> np.ndarray | None:
+    """(n,) the flow that continues each flow's stream, -1 for none (None: no stream).
+
+    Flow j continues flow i = ``pred[j]`` (the streamed piece before it) when it goes on
+    the same connection (source and destination) and no other flow continues i that
+    way: then i's place in the bandwidth phase can carry j's bytes if j starts the
+    instant i completes (always, when j waits for no gate; otherwise i is sent kept
+    only once j waits for it alone, :attr:`RoundState.lazy`)."""
+    assert flows.streamed is not None
+    j = np.flatnonzero(pred >= 0)
+    i = pred[j]
+    same = (flows.src[j] == flows.src[i]) & (flows.dst[j] == flows.dst[i])
+    j, i = j[same], i[same]
+    if j.size == 0:
+        return None
+    single = np.bincount(i, minlength=pred.size)[i] == 1
+    cont = np.full(pred.size, -1, dtype=np.intp)
+    cont[i[single]] = j[single]
+    return cont
+
+
+class _Index:
+    """The flows listing each key (a gate, a flow) in ``keys``, as lists (CSR)."""
+
+    def __init__(self, keys: np.ndarray, n_keys: int) -> None:
+        listed = np.flatnonzero(keys >= 0)
+        order = listed[np.argsort(keys[listed], kind="stable")]
+        bounds = np.searchsorted(keys[order], np.arange(n_keys + 1))
+        self._order, self._bounds = order.tolist(), bounds.tolist()
+
+    def of(self, key: int) -> list[int]:
+        """Flows listing ``key``, in flow order."""
+        return self._order[self._bounds[key] : self._bounds[key + 1]]
