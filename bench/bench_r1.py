@@ -11,13 +11,15 @@ exponential churn (mtbf 2 h, mttr 10 min). The issue's figure is one simulated h
 pieces in one chunk (``NetworkClock.chunks``); the last figure is the gain over one flow
 per piece. The first two minutes are the fastest part of the hour: the first round's
 groups of 32 chunk well, while the small groups that form later (pairs, triples) cost
-every piece its events (docs/design.md, "R1").
+every piece its events (docs/design.md, "R1"). The late-phase figure times that regime:
+the second half of ``LATE_SECONDS`` at ``LATE_PEERS`` peers, where most groups are pairs.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+import time
 from typing import Any
 
 import sim
@@ -47,6 +49,25 @@ def scenario(peers: int, seconds: float) -> Any:
 
 #: The same-run A/B of streams (one flow per stream vs one flow per piece), smaller.
 AB_PEERS, AB_SECONDS = 256, 30.0
+#: The late phase: the second half of this run (the swarm averages in pairs by then).
+LATE_PEERS, LATE_SECONDS = 256, 1200.0
+
+
+def late_phase(peers: int = LATE_PEERS, seconds: float = LATE_SECONDS) -> float:
+    """Simulated s per wall s of the R1 workload over the second half of ``seconds``
+    (wall time between the samples at half time and at the end)."""
+    base = scenario(peers, seconds)
+    half = base.model_copy(
+        update={"metrics": base.metrics.model_copy(update={"every": seconds / 2})}
+    )
+    marks: list[tuple[float, float]] = []  # (fraction of the run done, wall clock)
+
+    def progress(fraction: float) -> None:
+        marks.append((fraction, time.perf_counter()))
+
+    sim.run(half, seed=0, progress=progress)
+    start = next(t for f, t in marks if f >= 0.5 - 1e-9)
+    return (seconds / 2) / (marks[-1][1] - start)
 
 
 def wall_per_sim_s(peers: int, seconds: float, streams: bool) -> tuple[float, dict]:
@@ -69,8 +90,11 @@ def run(peers: int = PEERS, seconds: float = SECONDS) -> list[tuple[str, float, 
     piece, _ = wall_per_sim_s(AB_PEERS, AB_SECONDS, False)
     stream, _ = wall_per_sim_s(AB_PEERS, AB_SECONDS, True)
     ab = f"{AB_PEERS} peers, {AB_SECONDS:g} s, same run"
+    late = late_phase()
+    late_size = f"{LATE_PEERS} peers, {LATE_SECONDS / 2:g} -> {LATE_SECONDS:g} s, 1 GB wire"
     return [
         ("R1 simulated s per wall s", 1.0 / wall, "s/s", f"{size}; target >= 100"),
+        ("R1 late phase simulated s per wall s", late, "s/s", late_size),
         ("R1 messages", float(summary["messages"]), "flows", size),
         ("R1 steps median", float(summary["steps_median"]), "steps", size),
         ("R1 streams: piece-by-piece / one flow", piece / stream, "x", ab),
