@@ -7,7 +7,8 @@ One line is printed per figure and all figures are written to ``results/bench.js
 behind issue 13's figures (:data:`REPORT`: E1, a2cid2, G1, M1, M2, K1, N1, A1, R1 (its
 first two minutes and its late phase), E2, S1 and the scaling exponents), writes them as
 above, and prints one table: each figure's value, its target and whether it is met
-(``n/a``: not measured here, e.g. SimGrid not installed). ``results/bench.json`` then also holds the table (``report``).
+(``n/a``: not measured here, e.g. SimGrid not installed). ``results/bench.json`` then
+also holds the table (``report``).
 """
 
 from __future__ import annotations
