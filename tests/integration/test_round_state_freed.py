@@ -13,7 +13,7 @@ with a 1 GB wire held ~250 dead rounds and 1.4 GiB resident after 30 simulated m
 Flows hold those callbacks too (``Flow.quiet``, ``Flow.loud``): a failed flow is in a
 cycle of its own (its ``done`` event holds a ``FlowFailed`` holding the flow), and a
 stream's piece that ended quietly stays in its round's ``open`` table. Both pinned the
-whole round until a full collection: the R1 swarm (1 GB wire, churn) held up to 30 dead
+whole round until a full collection: the R1 swarm (1 GB wire, churn) held up to 28 dead
 rounds at 256 peers, ~45 % of the live rounds' flows, so that the hour at 1024 peers
 peaked above the memory estimate. An ended flow now drops both callbacks.
 """
