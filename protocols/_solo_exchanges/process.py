@@ -78,7 +78,10 @@ class SoloExchanges(WatchedSegments):
         self.ends_j_array = np.ascontiguousarray(protocol.edges[:, 1], dtype=np.intp)
         self.ends_i, self.ends_j = self.ends_i_array.tolist(), self.ends_j_array.tolist()
         n_peers = self.n_peers = protocol.ctx.n_peers
-        kernel = solo_plan.compiled() if n_peers >= settings.COMPILED_PEERS else None
+        # compiled from COMPILED_PEERS peers on, or wherever the flow network runs
+        # compiled (numba is loaded then, and the kernel loads from its cache in ~10 ms)
+        big = n_peers >= settings.COMPILED_PEERS or self.net.solver == "compiled"
+        kernel = solo_plan.compiled() if big else None
         self.compiled = kernel is not None
         self.kernel = solo_plan.plan_rings if kernel is None else kernel
         self.busy = [0] * n_peers  # general exchanges in flight, not adopted

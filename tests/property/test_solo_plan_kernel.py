@@ -16,6 +16,7 @@ import sim
 from protocols._async_net import WINDOW
 from protocols._edge_clocks import PoissonClocks
 from sim.kernels import solo_plan
+from sim.network.flows import COMPILED_MIN_PEERS
 from tests.property.test_solo_exchanges import same_runs
 
 needs_numba = pytest.mark.skipif(
@@ -240,3 +241,35 @@ def test_small_runs_and_runs_without_numba_keep_the_python_loop(numba_imports, m
     assert seen
     assert set(seen) == {(False, list, list)}
     assert_same((general, [], 0), (fast, [], 0))
+
+
+@needs_numba
+@pytest.mark.parametrize("target", [0, 1e-4])
+def test_runs_whose_network_runs_compiled_plan_with_the_compiled_loop(target, monkeypatch):
+    """From COMPILED_MIN_PEERS peers the flow network runs compiled, numba is loaded: the
+    plans run the compiled loop below COMPILED_PEERS too, with the Python loop's run (and
+    the general path's)."""
+    data = gossip("pairwise_gossip", COMPILED_MIN_PEERS, stop__target_var=target)
+    data["stop"]["max_time"] = 2.0
+    assert COMPILED_MIN_PEERS < solo.settings.COMPILED_PEERS
+    plan = solo.SoloExchanges.plan
+    seen: list[bool] = []
+
+    def recording(self, *args, **kwargs):
+        seen.append(self.compiled)
+        return plan(self, *args, **kwargs)
+
+    monkeypatch.setattr(solo.SoloExchanges, "plan", recording)
+    scenario = sim.scenario_from_mapping(data)
+    compiled = sim.run(scenario, seed=5)
+    assert seen
+    assert all(seen)
+    seen.clear()
+    monkeypatch.setattr(solo_plan, "compiled", lambda: None)
+    python = sim.run(scenario, seed=5)
+    assert seen
+    assert not any(seen)
+    monkeypatch.setattr(solo.settings, "ENABLED", False)
+    general = sim.run(scenario, seed=5)
+    assert_same((python, [], 0), (compiled, [], 0))
+    assert_same((general, [], 0), (compiled, [], 0))
