@@ -3,9 +3,10 @@ form, and the checks that the network would time its flows the same.
 
 The rings themselves are walked by :func:`sim.kernels.solo_plan.plan_rings`, compiled by
 numba on arrays from :data:`settings.COMPILED_PEERS` peers on or where the flow network
-runs compiled (when numba imports), else as Python on lists; both plan the same bits. What stays here, between its calls: the
-look at the run's interrupt every :data:`settings.POLL_RINGS` rings, and each window's
-end (the stream draws the next window)."""
+runs compiled (when numba imports), else as Python on lists; both plan the same bits.
+What stays here, between its calls: the look at the run's interrupt every
+:data:`settings.POLL_RINGS` rings, and each window's end (the stream draws the next
+window)."""
 
 from __future__ import annotations
 
