@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.kernels.rownorms import rowdots
+
 
 def rowdot(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Σ_j u_ij·v_ij per row (einsum: BLAS would start threads)."""
@@ -36,13 +38,6 @@ def dot(u: np.ndarray, v: np.ndarray) -> float:
     """u·v of two vectors, as :func:`rowdots` computes it for each row of a matrix (the
     tracker's events one at a time and in batches give the same bits)."""
     return float(np.multiply(u, v).sum())
-
-
-def rowdots(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Σ_j u_ij·v_ij per row, each row summed as :func:`dot` sums a vector (numpy's
-    pairwise sum over the contiguous last axis): a row's value does not depend on the
-    other rows nor on how many there are, unlike :func:`rowdot`."""
-    return np.multiply(u, v).sum(axis=-1)
 
 
 @dataclass

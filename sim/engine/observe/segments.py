@@ -6,7 +6,7 @@ afterwards, in time order, each with its two rows before and after, and updates 
 tracker's sums as :meth:`~sim.engine.observe.tracker.Tracker.after` would have, event
 after event, with the same floating-point operations in the same order (element-wise
 arrays, sequential ``cumsum``, and row sums that do not depend on the batch,
-:func:`~sim.engine.observe.moments.rowdots`). It takes events up to, not including, the
+:func:`~sim.kernels.rownorms.rowdots`). It takes events up to, not including, the
 first one that needs more than a sum: one that crosses a threshold, makes a resync due,
 is not finite, has one row in a set and one outside, or shares its time with another.
 The caller undoes the events from that one's time on and runs them one at a time
@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from sim.engine.observe.decaying import REBASE
-from sim.engine.observe.moments import Moments, Norms, rowdots
+from sim.engine.observe.moments import Moments, Norms
 from sim.engine.observe.roots import first_crossing
 from sim.engine.observe.targets import Targets
+from sim.kernels.rownorms import centred_norms, decaying_norms, rowdots
 
 #: Resync after this many events per peer, or once the variance fell by this factor
 #: (the tracker's rule, :mod:`sim.engine.observe.tracker`).
@@ -127,8 +128,7 @@ class Segmented:
             return int(bad[0]) if bad.size else limit
         norms = self.norms
         flat = rows.reshape(-1)
-        centred = new.reshape(2 * k_all, self.dim) - norms.p
-        fresh = rowdots(centred, centred)
+        fresh = centred_norms(new.reshape(2 * k_all, self.dim), norms.p)
         change = (fresh - _previous(flat, fresh, norms.aa)).reshape(k_all, 2)
         d_aa = (0.0 + change[:, 0]) + change[:, 1]  # Norms.event's sum, row by row
         limit = min(limit, _first(~np.isfinite(d_aa)))
@@ -190,8 +190,9 @@ class Segmented:
         # the reference time T moves at the first event past REBASE: one at a time
         limit = min(limit, _first(self.rate * (at_s - self.reference_s) > REBASE))
         grow = np.exp(self.rate * (at_s - self.reference_s))  # as Tracker.values
-        b = decay.astype(np.float64, copy=False) * grow[:, None, None]
+        d = decay.astype(np.float64, copy=False)
         if not self.targets.active:  # only the rows' health is checked
+            b = d * grow[:, None, None]
             healthy = np.isfinite(a).all(axis=(1, 2)) & np.isfinite(b).all(axis=(1, 2))
             return min(limit, _first(~np.asarray(healthy)))
         norms = self.norms
@@ -200,13 +201,10 @@ class Segmented:
         assert norms.ab is not None
         assert norms.bb is not None
         flat = rows.reshape(-1)
-        centred = a.reshape(2 * k_all, self.dim) - norms.p
-        centred_b = b.reshape(2 * k_all, self.dim) - norms.q
-        fresh = (
-            rowdots(centred, centred),
-            rowdots(centred, centred_b),
-            rowdots(centred_b, centred_b),
-        )
+        fresh = decaying_norms(
+            a.reshape(2 * k_all, self.dim), norms.p, d.reshape(2 * k_all, self.dim),
+            np.repeat(grow, 2), norms.q,
+        )  # fmt: skip
         steps, links = [], _links(flat)
         for new, cached in zip(fresh, (norms.aa, norms.ab, norms.bb), strict=True):
             change = (new - _previous(flat, new, cached, links)).reshape(k_all, 2)
