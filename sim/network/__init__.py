@@ -5,9 +5,11 @@
 [2.5]
 
 Modules: :mod:`~sim.network.routes` (resources and routes), :mod:`~sim.network.maxmin`
-(the progressive-filling solver and its local recomputation), :mod:`~sim.network.flows`
-(the SimPy-integrated :class:`FlowNetwork`), its bandwidth phase on the general path
-(:mod:`~sim.network.general`) or the compiled one (:mod:`~sim.network.compiled`),
+(the progressive-filling solver and its local recomputation), :mod:`~sim.network.flow`
+(a :class:`Flow` and its phases), :mod:`~sim.network.flows` (the SimPy-integrated
+:class:`FlowNetwork`) with its streams and latches (:mod:`~sim.network.streams`), its
+bandwidth phase on the general path (:mod:`~sim.network.general`) or the compiled one
+(:mod:`~sim.network.compiled`),
 :mod:`~sim.network.standalone` (:func:`transfer_times`), :mod:`~sim.network.faults`.
 """
 

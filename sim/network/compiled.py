@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from sim.network.flows import Flow
+    from sim.network.flow import Flow
 
 
 @functools.cache

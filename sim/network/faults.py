@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from sim.core.errors import AvsimError
 
 if TYPE_CHECKING:
-    from sim.network.flows import Flow
+    from sim.network.flow import Flow
 
 
 class NetworkError(AvsimError, ValueError):

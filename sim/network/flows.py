@@ -16,8 +16,6 @@ numba), which give bit-identical results; see :data:`SOLVERS`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -25,16 +23,17 @@ import simpy
 
 from sim.network import compiled
 from sim.network.faults import FlowFailed, NetworkError
+from sim.network.flow import BANDWIDTH, DONE, FAILED, LATENCY, Flow
 from sim.network.general import GeneralCore
-from sim.network.maxmin import REL_EPS, Share
-from sim.network.routes import LinkGraph, Route, Routes
+from sim.network.maxmin import REL_EPS
+from sim.network.routes import LinkGraph, Routes
+from sim.network.streams import Streams
 
 __all__ = [
     "BANDWIDTH", "COMPILED_MIN_PEERS", "DONE", "FAILED", "LATENCY", "REL_EPS", "SHARING",
     "SOLVERS", "Flow", "FlowNetwork",
 ]  # fmt: skip
 
-LATENCY, BANDWIDTH, DONE, FAILED = "latency", "bandwidth", "done", "failed"
 SHARING = ("maxmin", "rtt_weighted")
 #: ``solver`` values: ``general`` (Python), ``compiled`` (numba, the extra ``fast``),
 #: ``auto`` (compiled when numba imports and the network has at least
@@ -43,89 +42,7 @@ SOLVERS = ("auto", "general", "compiled")
 COMPILED_MIN_PEERS = 256
 
 
-class Flow(Share):
-    """A message of ``nbytes`` from ``src`` to ``dst`` (created by :meth:`FlowNetwork.send`).
-
-    Attributes
-    ----------
-    id : int
-        Sequence number in its network (0, 1, …), the tie-breaker everywhere.
-    src, dst : int
-        Peers.
-    nbytes : float
-        Size, bytes.
-    tag : Any
-        Whatever the sender attached.
-    done : simpy.Event
-        Succeeds with the completion time (seconds) or fails with :class:`FlowFailed`
-        (made on first use; a quiet completion, :meth:`FlowNetwork.join_latch`, never
-        makes it).
-    start_s, latency_s : float
-        Send time and route latency, seconds.
-    end_s : float
-        Completion or failure time, seconds (``nan`` while in flight).
-    phase : str
-        ``"latency"``, ``"bandwidth"``, ``"done"`` or ``"failed"``.
-    bytes_sent : float
-        Bytes through once the flow ended (``nbytes`` if done); see
-        :attr:`FlowNetwork.bytes_out` for in-flight progress.
-    """
-
-    __slots__ = (
-        "_done", "bytes_sent", "dst", "end_s", "env", "id", "keep", "latch", "latency_s",
-        "loud", "nbytes", "parked", "phase", "quiet", "remaining", "slot", "src", "start_s",
-        "t_last", "tag", "version",
-    )  # fmt: skip
-    env: simpy.Environment
-    start_s: float
-
-    def __init__(
-        self, key: int, src: int, dst: int, nbytes: float, tag: Any, route: Route, w: float
-    ) -> None:
-        self.id, self.src, self.dst, self.nbytes, self.tag = key, src, dst, nbytes, tag
-        self.latency_s, self.res = route
-        self.phase, self.end_s, self.bytes_sent, self.version = LATENCY, math.nan, 0.0, 0
-        self.remaining, self.t_last, self.w = nbytes, 0.0, w
-        self.rate = self.lam = self.new_lam = 0.0
-        self.bneck = self.new_bneck = self.slot = -1
-        self.mark = self.frozen = 0
-        #: keep: the stream continues after this piece (:meth:`FlowNetwork.resume`);
-        #: parked: its piece is done and it keeps its place (and rate) in the bandwidth
-        #: phase until the next piece is resumed or the stream closed.
-        self.keep = self.parked = False
-        #: latch: the latch the flow is counted on (-1: none) and quiet: what its quiet
-        #: completion calls instead of settling ``done``
-        #: (:meth:`FlowNetwork.join_latch`)
-        self.latch = -1
-        self.quiet: Callable[[Flow], None] | None = None
-        self.loud: Callable[[Flow, simpy.Event], None] | None = None
-        self._done: simpy.Event | None = None
-
-    @property
-    def done(self) -> simpy.Event:
-        """The flow's event (made on first use: a quiet completion never needs one)."""
-        event = self._done
-        if event is None:
-            event = self._done = simpy.Event(self.env)
-        return event
-
-    def settled(self) -> simpy.Event:
-        """:attr:`done`, about to be settled: with the latch's ``loud`` callback
-        (:meth:`FlowNetwork.join_latch`) attached first if the flow has one."""
-        event = self.done
-        loud = self.loud
-        # a settled flow is never quiet: drop both callbacks, which hold the caller's
-        # round (a failed flow's event holds the flow in a cycle, through FlowFailed)
-        self.quiet = self.loud = None
-        if loud is not None:
-            event.callbacks.append(partial(loud, self))
-        return event
-
-    def __repr__(self) -> str:
-        return f"Flow(id={self.id}, {self.src}->{self.dst}, {self.nbytes:g} B, {self.phase})"
-
-
-class FlowNetwork:
+class FlowNetwork(Streams):
     """Peers' NICs (and optional shared links) carrying flows, inside a SimPy environment.
 
     Parameters
@@ -261,157 +178,6 @@ class FlowNetwork:
         else:
             self._enter(flow)
         return flow
-
-    def resume(self, flow: Flow, nbytes: float, keep: bool = False) -> Flow:
-        """Send the next piece of ``nbytes`` on the parked stream ``flow`` now (its
-        previous piece completed at this instant): what :meth:`send` with
-        ``latency=False`` would do for a new flow on the same route, without leaving and
-        re-entering the bandwidth phase. The flow takes a new id and ``done`` event, as
-        a new flow would; ``keep`` as in :meth:`send`. A stream is one fluid flow:
-        pieces sent back to back have one piece in the bandwidth phase at a time, on the
-        same resources with the same weight, so max-min gives the next piece the rate
-        the previous one had (``tests/property/test_stream_equivalence.py``)."""
-        if not flow.parked:
-            raise NetworkError("resume(flow)", flow, "a parked stream (sent with keep=True)")
-        nbytes = float(nbytes)
-        if not 0.0 <= nbytes < math.inf:
-            raise NetworkError("resume(nbytes)", nbytes, "a finite number of bytes >= 0")
-        now = self.env.now
-        key = self.flows_started
-        self.flows_started += 1
-        active = self._active
-        del active[flow.id]
-        active[key] = flow
-        flow.nbytes, flow.remaining, flow.keep = nbytes, nbytes, keep
-        flow.phase, flow.end_s, flow.bytes_sent = BANDWIDTH, math.nan, 0.0
-        flow.latency_s = 0.0  # no route latency, as send(latency=False) gives a new piece
-        flow._done, flow.start_s = None, now  # a new piece, a new event
-        self._core.refill(flow, key, now)  # flow.id is key from here on
-        self._in_flight[flow.src][key] = flow
-        self._in_flight[flow.dst][key] = flow
-        if nbytes > 0.0:
-            flow.parked = False
-        else:  # as send: done at once (no time in the bandwidth phase)
-            self._complete(flow, now)
-            flow.done.succeed(now)
-            if not keep:
-                flow.parked = False
-                self._core.remove((flow,), now)
-        self._schedule_wake(now)
-        return flow
-
-    # -- latches: completions nobody needs to see at once -------------------------------
-    def latches(self, k: int) -> int:
-        """Reserve ``k`` latches (counters of flows in flight, :meth:`join_latch`); the
-        first one's number, the others follow it; -1 where the network has no quiet
-        completions (the general core). Give them back with :meth:`free_latches`."""
-        left = self._latch_left
-        if left is None:
-            return -1
-        free = self._latch_free.get(k)
-        if free:
-            return free.pop()
-        base = self._latch_top
-        self._latch_top = top = base + k
-        if top > left.size:
-            grown = np.zeros(max(2 * left.size, top), dtype=np.int64)
-            grown[: left.size] = left
-            self._latch_left = grown
-        return base
-
-    def free_latches(self, base: int, k: int) -> None:
-        """Give back the ``k`` latches from ``base`` (:meth:`latches`): no flow of theirs
-        may be in flight."""
-        left = self._latch_left
-        if base < 0 or left is None:
-            return
-        if left[base : base + k].any():
-            raise RuntimeError(f"free_latches: flows still in flight on latches {base}..")
-        self._latch_free.setdefault(k, []).append(base)
-
-    def join_latch(
-        self,
-        flow: Flow,
-        latch: int,
-        quiet: Callable[[Flow], None],
-        loud: Callable[[Flow, simpy.Event], None],
-    ) -> bool:
-        """Count the in-flight ``flow`` on ``latch`` (from :meth:`latches`) until it ends;
-        whether it does (not on the general core, nor a stream's piece, nor a flow that
-        has ended already: the caller then watches ``done`` as usual).
-
-        When it completes while other flows of its latch are still in flight, and
-        nothing else of the simulation happens at that instant, its completion is
-        *quiet*: the network calls ``quiet(flow)`` at once instead of settling ``done``
-        (which is then never made), and may go on to the next completion instants
-        without a wake-up each, as long as every flow completing there is quiet and no
-        other event comes first. The caller promises that such a completion starts
-        nothing and that nothing else waits for ``done``: its ``quiet`` only records
-        it. The last flow of a latch to end and a failure settle ``done`` as usual,
-        with ``loud(flow, event)`` as its first callback. Times, counts and order are
-        those of the usual path."""
-        left = self._latch_left
-        if left is None or latch < 0 or flow.keep:
-            return False
-        if flow.phase is DONE or flow.phase is FAILED:
-            return False
-        flow.latch, flow.quiet, flow.loud = latch, quiet, loud
-        left[latch] += 1
-        if flow.slot >= 0:
-            core = cast(compiled.CompiledCore, self._core)
-            core.latch_of[flow.slot] = latch
-        return True
-
-    def keep_stream(self, flow: Flow) -> None:
-        """From now on the in-flight ``flow`` opens a stream, as if sent with
-        ``keep=True``: its next piece will :meth:`resume` it the instant it completes.
-        A flow counted on a latch leaves it (its end will release that piece, so it is
-        an event). A flow that has ended, or keeps already, is left alone."""
-        if flow.keep or flow.phase is DONE or flow.phase is FAILED:
-            return
-        flow.keep = True
-        if flow.latch >= 0:
-            cast(np.ndarray, self._latch_left)[flow.latch] -= 1
-            flow.latch = -1
-        if flow.slot >= 0 and isinstance(self._core, compiled.CompiledCore):
-            self._core.keep[flow.slot] = True
-            self._core.latch_of[flow.slot] = -1
-
-    def shorten(self, flow: Flow, nbytes: float, keep: bool) -> None:
-        """``flow``, in its bandwidth phase, carries ``nbytes`` in all instead of its size (at
-        least what it has moved; less moves nothing more and it completes now): it
-        completes once ``nbytes`` are through, at the rate it has, keeping its place;
-        ``keep`` as in :meth:`send`. The network clock runs several pieces of a stream as
-        one flow and cuts it back to the piece whose end must be seen
-        (:mod:`sim.engine.netclock.chains`)."""
-        if flow.phase is not BANDWIDTH or flow.parked:
-            raise NetworkError("shorten(flow)", flow, "a flow in its bandwidth phase")
-        nbytes = float(nbytes)
-        if not 0.0 <= nbytes <= flow.nbytes:
-            raise NetworkError("shorten(nbytes)", nbytes, f"bytes in [0, {flow.nbytes}]")
-        cut = flow.nbytes - nbytes
-        flow.nbytes, flow.keep = nbytes, keep
-        now = self.env.now
-        self._core.shorten(flow, cut, now)
-        self._schedule_wake(now)
-
-    def count_continued(self, pieces: int) -> None:
-        """Count ``pieces`` pieces of streams that completed inside one flow, each
-        followed by the next piece of its stream in the same flow (a chunk,
-        :meth:`shorten`): flows started and completed, as :meth:`resume` would count
-        them; their bytes are the flow's."""
-        self.flows_started += pieces
-        self.flows_completed += pieces
-
-    def close_stream(self, flow: Flow) -> None:
-        """End the parked stream ``flow`` (its next piece is not sent): it leaves the
-        bandwidth phase now. A flow that is not parked is left alone."""
-        if not flow.parked:
-            return
-        flow.parked = False
-        now = self.env.now
-        self._core.remove((flow,), now)
-        self._schedule_wake(now)
 
     def fail_peer(self, peer: int) -> list[Flow]:
         """Fail every in-flight flow from or to ``peer`` now; return them (by id)."""

@@ -19,7 +19,7 @@ from sim.network.maxmin import REL_EPS, FlowsOn, Ordered, reallocate
 if TYPE_CHECKING:
     import numpy as np
 
-    from sim.network.flows import Flow
+    from sim.network.flow import Flow
 
 _NOTHING: tuple[Flow, ...] = ()
 
