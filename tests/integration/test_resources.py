@@ -107,6 +107,31 @@ NETWORK_CASES = {
         churn={"model": "exponential", "mtbf": "2 h", "mttr": "10 min"},
         stop={"max_time": 900, "target_var": 0},
     ),
+    # R1's swarm (performance.md) at full scale: the first round's groups of 32 plan
+    # every piece of a 1 GB wire at once, 3.8 M planned flows, the peak of the whole
+    # simulated hour (2188 MiB resident at stop 26, reached in its first seconds; the
+    # hour's later groups are smaller). 30 s holds that round's plans.
+    "R1 swarm's first round, 1024 peers, 1 GB wire": pytest.param(
+        scenario(
+            1024,
+            4096,
+            {"name": "moshpit", "group_size": 32, "grid_dims": 2},
+            dtype="float32",
+            clock="network",
+            schedule="async",
+            peers={
+                "count": 1024,
+                "upload": LOGNORMAL,
+                "download": LOGNORMAL,
+                "latency": "10 ms",
+                "compute": "1 s",
+            },
+            vector={"dim": 4096, "dtype": "float32", "wire_bytes": "1 GB"},
+            churn={"model": "exponential", "mtbf": "2 h", "mttr": "10 min"},
+            stop={"max_time": 30, "target_var": 0},
+        ),
+        marks=pytest.mark.slow,
+    ),
     "a2cid2 continuous": pytest.param(
         scenario(
             64,
