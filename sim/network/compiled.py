@@ -64,6 +64,7 @@ class CompiledCore:
         self.slots = 64
         self.pool_size = 1024
         self.st = kernels.empty_state(self.capacity, self.slots, self.width, self.pool_size)
+        self._fields()
         self.free = list(range(self.slots - 1, -1, -1))
         self.flow_of: list[Flow | None] = [None] * self.slots
         #: (slots,) per slot: its flow is a stream's piece (``Flow.keep``; False for a
@@ -179,15 +180,22 @@ class CompiledCore:
 
     def moved(self, flow: Flow, at_s: float) -> float:
         """Bytes of the in-flight ``flow`` through at ``at_s`` (not capped at its size)."""
-        rate = float(self.st[0][flow.slot]["rate"])
-        cold = self.st[1][flow.slot]
-        return flow.nbytes - float(cold["rem"]) + rate * (at_s - float(cold["t_last"]))
+        slot = flow.slot
+        rate, rem, t_last = self._rate.item(slot), self._rem.item(slot), self._t_last.item(slot)
+        return flow.nbytes - rem + rate * (at_s - t_last)
 
     def rate(self, flow: Flow) -> float:
         """Current rate of the in-flight ``flow``, bytes/s."""
-        return float(self.st[0][flow.slot]["rate"])
+        return self._rate.item(flow.slot)
 
     # -- internals -------------------------------------------------------------------------
+    def _fields(self) -> None:
+        """Views of the per-slot fields Python reads one flow at a time (``.item`` of a
+        float64 view gives a Python float without a record object in between); made
+        again whenever the per-slot records are (:meth:`_grow`)."""
+        hot, cold = self.st[0], self.st[1]
+        self._rate, self._rem, self._t_last = hot["rate"], cold["rem"], cold["t_last"]
+
     def _release(self, flows: Sequence[Flow], slots: list[int]) -> None:
         active, flow_of = self.active, self.flow_of
         for flow, slot in zip(flows, slots, strict=True):
@@ -239,6 +247,7 @@ class CompiledCore:
         for i in (3, 4, 5, 8, 9, 10):  # pool, resources, meta, resource scratch
             new[i] = st[i]
         self.st = tuple(new)
+        self._fields()
         self.free = list(range(slots - 1, old_slots - 1, -1)) + self.free
         self.flow_of += [None] * (slots - old_slots)
         self.keep = np.concatenate([self.keep, np.zeros(slots - old_slots, dtype=np.bool_)])
