@@ -47,6 +47,23 @@ def scenario(n: int, dim: int, protocol: dict[str, Any], **extra: Any) -> dict[s
     return {**mapping, **extra}
 
 
+def async_swarm(n: int, group_size: int, seconds: float) -> dict[str, Any]:
+    """R1's workload (performance.md) at ``n`` peers: an async Moshpit swarm, 1 GB wire
+    on 4096 float32 coordinates, lognormal links, 1 s of compute, exponential churn."""
+    link = {"count": n, "upload": LOGNORMAL, "download": LOGNORMAL, "latency": "10 ms"}
+    return scenario(
+        n,
+        4096,
+        {"name": "moshpit", "group_size": group_size, "grid_dims": 2},
+        clock="network",
+        schedule="async",
+        peers={**link, "compute": "1 s"},
+        vector={"dim": 4096, "dtype": "float32", "wire_bytes": "1 GB"},
+        churn={"model": "exponential", "mtbf": "2 h", "mttr": "10 min"},
+        stop={"max_time": seconds, "target_var": 0},
+    )
+
+
 ROUNDS_CASES = {
     "moshpit float32 (initial draw)": scenario(
         64, 2**18, {"name": "moshpit", "group_size": 8}, dtype="float32"
@@ -89,48 +106,13 @@ NETWORK_CASES = {
     # coming and going (a finished round's lists must be freed, not left to the collector);
     # measured 547 MiB with those cycles and 484 without, against the 483 estimated
     # before the bound counted the piled-up replies (1153 now)
-    "moshpit async swarm, 1 GB wire": scenario(
-        256,
-        4096,
-        {"name": "moshpit", "group_size": 16, "grid_dims": 2},
-        dtype="float32",
-        clock="network",
-        schedule="async",
-        peers={
-            "count": 256,
-            "upload": LOGNORMAL,
-            "download": LOGNORMAL,
-            "latency": "10 ms",
-            "compute": "1 s",
-        },
-        vector={"dim": 4096, "dtype": "float32", "wire_bytes": "1 GB"},
-        churn={"model": "exponential", "mtbf": "2 h", "mttr": "10 min"},
-        stop={"max_time": 900, "target_var": 0},
-    ),
+    "moshpit async swarm, 1 GB wire": async_swarm(256, 16, 900),
     # R1's swarm (performance.md) at full scale: the first round's groups of 32 plan
     # every piece of a 1 GB wire at once, 3.8 M planned flows, the peak of the whole
     # simulated hour (2188 MiB resident at stop 26, reached in its first seconds; the
     # hour's later groups are smaller). 30 s holds that round's plans.
     "R1 swarm's first round, 1024 peers, 1 GB wire": pytest.param(
-        scenario(
-            1024,
-            4096,
-            {"name": "moshpit", "group_size": 32, "grid_dims": 2},
-            dtype="float32",
-            clock="network",
-            schedule="async",
-            peers={
-                "count": 1024,
-                "upload": LOGNORMAL,
-                "download": LOGNORMAL,
-                "latency": "10 ms",
-                "compute": "1 s",
-            },
-            vector={"dim": 4096, "dtype": "float32", "wire_bytes": "1 GB"},
-            churn={"model": "exponential", "mtbf": "2 h", "mttr": "10 min"},
-            stop={"max_time": 30, "target_var": 0},
-        ),
-        marks=pytest.mark.slow,
+        async_swarm(1024, 32, 30), marks=pytest.mark.slow
     ),
     "a2cid2 continuous": pytest.param(
         scenario(
