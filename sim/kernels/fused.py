@@ -26,11 +26,11 @@ at +0.0 is never −0.0. One-column tiles are summed pairwise by numpy: they sta
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
 from types import ModuleType
 
 import numpy as np
 
+from sim.core.optional import optional_module
 from sim.kernels.groups import Groups
 
 #: Bytes of a row done at a time by the numba loop: a group of 32 rows then holds 32 KiB,
@@ -49,14 +49,9 @@ ROW_LOOP_BYTES = 16 * 1024
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-@cache
 def jit_module() -> ModuleType | None:
     """:mod:`sim.kernels._jit` when numba imports, else None (numpy paths only)."""
-    try:
-        from sim.kernels import _jit
-    except ImportError:
-        return None
-    return _jit
+    return optional_module("sim.kernels._jit")
 
 
 def fused_columns(blocks: Sequence[tuple[int, int]]) -> int:

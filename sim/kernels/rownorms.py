@@ -13,23 +13,19 @@ for everything else.
 
 from __future__ import annotations
 
-import importlib
-from functools import cache
 from types import ModuleType
 
 import numpy as np
+
+from sim.core.optional import optional_module
 
 #: Smallest rows × columns handed to the numba loop.
 JIT_MIN_ELEMENTS = 1 << 16
 
 
-@cache
 def jit_module() -> ModuleType | None:
     """:mod:`sim.kernels._rownorms_jit` when numba imports, else None."""
-    try:
-        return importlib.import_module("sim.kernels._rownorms_jit")
-    except ImportError:  # numba missing (the extra ``fast``)
-        return None
+    return optional_module("sim.kernels._rownorms_jit")
 
 
 def rowdots(u: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -18,10 +18,10 @@ order (additions and comparisons only; no ``fastmath``), so the plans are bit-id
 
 from __future__ import annotations
 
-import functools
-import importlib
 from collections.abc import Callable
 from typing import Any
+
+from sim.core.optional import optional_module
 
 #: :func:`plan_rings` stopped at a bound of the segment (its horizon, its most rings or
 #: exchanges): ``later`` is the time of the yield point it did not pass.
@@ -115,13 +115,11 @@ def plan_rings(
         rings += 1
 
 
-@functools.cache
 def compiled() -> Callable[..., Planned] | None:
     """:func:`plan_rings` compiled by numba (arguments: numpy arrays), or None when numba
     does not import. Compiled on first use, cached on disk."""
-    try:
-        module = importlib.import_module("sim.kernels._solo_plan_jit")
-    except ImportError:  # numba missing (the extra ``fast``)
+    module = optional_module("sim.kernels._solo_plan_jit")
+    if module is None:
         return None
     kernel: Callable[..., Planned] = module.plan_rings
     return kernel

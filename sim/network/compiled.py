@@ -15,8 +15,6 @@ leaves; the arrays grow by doubling. Importing this module does not import numba
 
 from __future__ import annotations
 
-import functools
-import importlib
 import math
 from collections.abc import Sequence
 from types import ModuleType
@@ -24,16 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sim.core.optional import optional_module
+
 if TYPE_CHECKING:
     from sim.network.flow import Flow
 
 
-@functools.cache
 def _kernels() -> ModuleType | None:
-    try:
-        return importlib.import_module("sim.network._compiled_jit")
-    except ImportError:  # numba missing (the extra ``fast``)
-        return None
+    return optional_module("sim.network._compiled_jit")
 
 
 def available() -> bool:
@@ -126,7 +122,7 @@ class CompiledCore:
         advanced to ``now``."""
         slots = [flow.slot for flow in flows]
         self.next = self.k.remove(np.array(slots, dtype=np.int64), now, self.st)
-        remaining = self.st[1]["rem"][slots].tolist()
+        remaining = self._rem[slots].tolist()
         for flow, rest in zip(flows, remaining, strict=True):
             flow.remaining = rest
         self.keep[slots] = False
