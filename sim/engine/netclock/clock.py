@@ -166,13 +166,16 @@ class NetworkClock:
     def _release(self, flows: list[int], state: RoundState) -> None:
         """Start ``flows`` (their conditions are met); broken ones fail at once, which may
         release more flows in turn."""
-        queue = deque(flows)
-        while queue:
-            i = queue.popleft()
-            if state.broken[i]:
-                queue.extend(state.ended(i, False))
-            else:
-                self._send(i, state)
+        if len(flows) == 1 and not state.broken[flows[0]]:  # most ends release one flow
+            self._send(flows[0], state)
+        elif flows:
+            queue = deque(flows)
+            while queue:
+                i = queue.popleft()
+                if state.broken[i]:
+                    queue.extend(state.ended(i, False))
+                else:
+                    self._send(i, state)
         chains = state.chains
         if chains is not None and chains.touched:
             self._move_frontiers(state, chains)
@@ -233,7 +236,7 @@ class NetworkClock:
             flow = self.net.resume(stream, nbytes, keep)
             flow.tag = last  # the stream's flow carries piece i (to last) now
             if state.pred_end:  # back to back by construction: the note is not needed
-                state.pred_end.pop(int(state.pred[i]), None)  # type: ignore[index]
+                state.pred_end.pop(state.pred.item(i), None)  # type: ignore[union-attr]
         else:
             back = state.pred is not None and state.back_to_back(i, self.env.now)
             flow = self.net.send(src, dst, nbytes, last, latency=not back, keep=keep)

@@ -38,7 +38,10 @@ class RoundState:
             flows.dst.tolist(),
             flows.nbytes.tolist(),
         )
-        self.timeout_s = None if flows.timeout_s is None else flows.timeout_s.tolist()
+        #: per flow (None: no flow has a finite one, as in most plans: nothing to arm)
+        self.timeout_s: list[float] | None = None
+        if flows.timeout_s is not None and np.isfinite(flows.timeout_s).any():
+            self.timeout_s = flows.timeout_s.tolist()
         self.broken = [False] * n
         need = np.zeros(n, dtype=np.intp)
         self.opens = None if flows.opens is None else flows.opens.tolist()
@@ -180,7 +183,8 @@ class RoundState:
 
     def mark_end(self, i: int, at_s: float) -> None:
         """Flow i completed at ``at_s``: noted if a gated streamed flow follows it."""
-        if self.gated_pred is not None and self.gated_pred[i]:
+        gated_pred = self.gated_pred
+        if gated_pred is not None and gated_pred.item(i):
             self.pred_end[i] = at_s
 
     def back_to_back(self, j: int, now: float) -> bool:
@@ -189,10 +193,10 @@ class RoundState:
         waits for a gate when it starts at the instant that piece completed,
         whichever event came first at that instant."""
         assert self.pred is not None
-        p = int(self.pred[j])
+        p = self.pred.item(j)
         if p < 0:
             return False
-        return self.waits[j] < 0 or self.pred_end.pop(p, None) == now
+        return self.waits.item(j) < 0 or self.pred_end.pop(p, None) == now
 
     def ready_run(self, i: int) -> list[int]:
         """Flow i, about to be sent, and the continuations after it that wait for nothing
@@ -226,7 +230,7 @@ class RoundState:
         flow = self.open.get(j)
         assert self.pred is not None
         assert self.keep_stream is not None
-        if flow is not None and flow.tag == self.pred[j] and _in_flight(flow):
+        if flow is not None and flow.tag == self.pred.item(j) and _in_flight(flow):
             self.keep_stream(flow)
 
     def roots(self) -> np.ndarray:
@@ -239,35 +243,43 @@ class RoundState:
 
     def ended(self, i: int, ok: bool) -> list[int]:
         """Count flow ``i`` as ended (``ok``: delivered); the flows that may start now."""
-        assert self.plan.delivered is not None
-        self.plan.delivered[i] = ok
+        delivered = self.plan.delivered
+        assert delivered is not None
+        delivered[i] = ok
         self.left -= 1
         if self.left == 0:
             self.done.succeed()
         ready: list[int] = []
         need, lazy = self.need, self.lazy
-        if self.opens is not None and self.opens[i] >= 0:
-            gate = self.opens[i]
-            self.gate_left[gate] -= 1
-            if self.gate_left[gate] == 0:
-                if self.chains is not None:
-                    self.chains.gate_opened(gate)
-                for j in self._behind.of(gate):
-                    need[j] -= 1
-                    if need[j] == 0:
-                        ready.append(j)
-                    elif lazy is not None and need[j] == 1 and lazy[j]:
-                        self._keep_for(j)
-        for j in self._next.of(i):
-            if not ok:
-                self.broken[j] = True
-            need[j] -= 1
-            if need[j] == 0:
-                ready.append(j)
-            elif lazy is not None and need[j] == 1 and lazy[j]:
-                self._keep_for(j)
-        if self.next_piece is not None:
-            j = int(self.next_piece[i])
+        opens = self.opens
+        if opens is not None:
+            gate = opens[i]
+            if gate >= 0:
+                gate_left = self.gate_left
+                gate_left[gate] -= 1
+                if gate_left[gate] == 0:
+                    if self.chains is not None:
+                        self.chains.gate_opened(gate)
+                    for j in self._behind.of(gate):
+                        need[j] -= 1
+                        if need[j] == 0:
+                            ready.append(j)
+                        elif lazy is not None and need[j] == 1 and lazy[j]:
+                            self._keep_for(j)
+        after = self._next  # the flows after i (its followers), inlined _Index.of
+        start, stop = after.bounds[i], after.bounds[i + 1]
+        if start < stop:
+            for j in after.order[start:stop]:
+                if not ok:
+                    self.broken[j] = True
+                need[j] -= 1
+                if need[j] == 0:
+                    ready.append(j)
+                elif lazy is not None and need[j] == 1 and lazy[j]:
+                    self._keep_for(j)
+        next_piece = self.next_piece
+        if next_piece is not None:
+            j = next_piece.item(i)
             if j >= 0:
                 if not ok:
                     self.broken[j] = True
@@ -349,8 +361,9 @@ class _Index:
         listed = np.flatnonzero(keys >= 0)
         order = listed[np.argsort(keys[listed], kind="stable")]
         bounds = np.searchsorted(keys[order], np.arange(n_keys + 1))
-        self._order, self._bounds = order.tolist(), bounds.tolist()
+        #: the flows listing key k are ``order[bounds[k] : bounds[k + 1]]``
+        self.order, self.bounds = order.tolist(), bounds.tolist()
 
     def of(self, key: int) -> list[int]:
         """Flows listing ``key``, in flow order."""
-        return self._order[self._bounds[key] : self._bounds[key + 1]]
+        return self.order[self.bounds[key] : self.bounds[key + 1]]
