@@ -50,9 +50,11 @@ NET_PEER_BYTES = 1024
 #: Bytes per flow of a round's plan: its parallel arrays and the round's book-keeping
 #: lists (measured with tracemalloc: 240 B per flow of a ring all-reduce, 415–450 B of
 #: a butterfly whose requests and replies are streams; in resident memory ~500 B, the
-#: allocator's overhead included: the R1 hour's first round, 3.8 M planned flows, peaks
-#: at 2188 MiB, 1817 MiB of it beyond the estimate's other parts; ~15 % over that).
-PLANNED_FLOW_BYTES = 576
+#: allocator's overhead included, at stop 27: the R1 hour's first round, 3.8 M planned
+#: flows, peaked at 2188 MiB). Stop 28 keeps the timeouts as an array, not a list with
+#: a float object per flow, and none where no flow has a finite one: ~465 B, the band
+#: test's R1 case 1933 → 1799 MiB; this is ~14 % over that).
+PLANNED_FLOW_BYTES = 528
 #: Bytes per flow in flight: the Flow object, its SimPy event, callbacks and index
 #: entries (measured 700–1270 B with tracemalloc; rounded up).
 FLOW_BYTES = 1536

@@ -256,7 +256,7 @@ class NetworkClock:
         ):
             flow.done.callbacks.append(partial(self._on_end, i, state))
         if state.timeout_s is not None:  # none on a chunk's pieces (Chains.build)
-            limit = state.timeout_s[i]
+            limit = state.timeout_s.item(i)
             if limit < math.inf:
                 timer = self.env.timeout(limit)
                 timer.callbacks.append(partial(self._on_timeout, i, flow, flow.id, state))

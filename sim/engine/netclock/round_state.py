@@ -38,10 +38,12 @@ class RoundState:
             flows.dst.tolist(),
             flows.nbytes.tolist(),
         )
-        #: per flow (None: no flow has a finite one, as in most plans: nothing to arm)
-        self.timeout_s: list[float] | None = None
+        #: per flow, float64, read with ``.item`` (None: no flow has a finite one, as in
+        #: most plans: nothing to arm). An array, not a list: a list holds a float
+        #: object per flow (32 B with its slot; R1's first round plans 3.8 M flows)
+        self.timeout_s: np.ndarray | None = None
         if flows.timeout_s is not None and np.isfinite(flows.timeout_s).any():
-            self.timeout_s = flows.timeout_s.tolist()
+            self.timeout_s = np.asarray(flows.timeout_s, dtype=np.float64)
         self.broken = [False] * n
         need = np.zeros(n, dtype=np.intp)
         self.opens = None if flows.opens is None else flows.opens.tolist()
@@ -208,7 +210,7 @@ class RoundState:
         assert cont is not None
         assert self.lazy is not None
         inner = self._inner
-        if not inner[i] or nbytes[i] <= 0.0 or (tl is not None and tl[i] < math.inf):
+        if not inner[i] or nbytes[i] <= 0.0 or (tl is not None and tl.item(i) < math.inf):
             return run
         j = cont[i]
         while (
@@ -218,7 +220,7 @@ class RoundState:
             and need[j] == 1
             and not self.broken[j]
             and nbytes[j] > 0.0
-            and (tl is None or tl[j] == math.inf)
+            and (tl is None or tl.item(j) == math.inf)
         ):
             run.append(j)
             j = cont[j]
