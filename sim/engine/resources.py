@@ -47,14 +47,14 @@ PEER_BYTES = 512
 #: Bytes per peer of the flow network (network clock): in-flight and per-resource
 #: dicts, byte counters, routes (measured 500 B with tracemalloc; rounded up).
 NET_PEER_BYTES = 1024
-#: Bytes per flow of a round's plan: its parallel arrays and the round's book-keeping
-#: lists (measured with tracemalloc: 240 B per flow of a ring all-reduce, 415–450 B of
-#: a butterfly whose requests and replies are streams; in resident memory ~500 B, the
-#: allocator's overhead included, at stop 27: the R1 hour's first round, 3.8 M planned
-#: flows, peaked at 2188 MiB). Stop 28 keeps the timeouts as an array, not a list with
-#: a float object per flow, and none where no flow has a finite one: ~465 B, the band
-#: test's R1 case 1933 → 1799 MiB; this is ~14 % over that).
-PLANNED_FLOW_BYTES = 528
+#: Bytes per flow of a round's plan: its parallel arrays and the round's book-keeping.
+#: Until stop 27 the book-keeping held Python lists with an int or float object per
+#: flow (~500 B a flow in resident memory: the R1 hour's first round, 3.8 M planned
+#: flows, peaked at 2188 MiB). Since stop 28 it reads the plan's arrays (``.item``):
+#: the band test's R1 case grows by 946 MiB where the estimate's other parts are 372
+#: MiB, ~160 B a planned flow. With this value the estimate is 1.38× that growth, and
+#: 1.25× the "moshpit pieces" case's (tests/integration/test_resources.py).
+PLANNED_FLOW_BYTES = 256
 #: Bytes per flow in flight: the Flow object, its SimPy event, callbacks and index
 #: entries (measured 700–1270 B with tracemalloc; rounded up).
 FLOW_BYTES = 1536

@@ -198,7 +198,7 @@ class NetworkClock:
         self._release(flows, state)
 
     def _send(self, i: int, state: RoundState) -> None:
-        src, dst = state.src[i], state.dst[i]
+        src, dst = state.src.item(i), state.dst.item(i)
         self.messages += 1
         stream = state.open.pop(i, None) if state.open else None  # i continues it
         if not (self.present[src] and self.present[dst]):
@@ -214,11 +214,11 @@ class NetworkClock:
             t = chains.pos_of[i]
             last = chains.chunk(c, t)
             pieces = chains.pieces[c]
-            nbytes = state.nbytes[i] if last == t else chains.chunk_bytes(c, t, last)
+            nbytes = state.nbytes.item(i) if last == t else chains.chunk_bytes(c, t, last)
             cont = pieces[last + 1] if last + 1 < len(pieces) else -1
         else:
-            nbytes = state.nbytes[i]
-            cont = -1 if state.cont is None else state.cont[i]  # the flow continuing i's stream
+            nbytes = state.nbytes.item(i)
+            cont = -1 if state.cont is None else state.cont.item(i)  # continuing i's stream
         # a continuation waiting for more than i (its gate) is kept for only once i is
         # all it waits for (RoundState.ended): else i's end may leave the stream idle
         keep = cont >= 0 and state.need[cont] == 1
@@ -230,7 +230,7 @@ class NetworkClock:
                 run = ReplyChunk(pieces, state.nbytes)
                 last = pieces[-1]
                 nbytes = run.cum[-1]
-                cont = state.cont[last]  # type: ignore[index]
+                cont = state.cont.item(last)  # type: ignore[union-attr]
                 keep = cont >= 0 and state.need[cont] == 1
         if stream is not None and stream.parked:
             flow = self.net.resume(stream, nbytes, keep)
@@ -251,8 +251,8 @@ class NetworkClock:
             flow.done.callbacks.append(partial(self._on_replies, run, state))
         elif not (
             state.ends is not None
-            and state.latch[i] >= 0
-            and self.net.join_latch(flow, state.latch[i], *state.ends)
+            and (latch := state.latch.item(i)) >= 0
+            and self.net.join_latch(flow, latch, *state.ends)
         ):
             flow.done.callbacks.append(partial(self._on_end, i, state))
         if state.timeout_s is not None:  # none on a chunk's pieces (Chains.build)
@@ -298,7 +298,7 @@ class NetworkClock:
             state.mark_end(last, self.env.now)
             ready.extend(state.ended(last, True))
         else:
-            state.open.pop(cont[last], None)
+            state.open.pop(cont.item(last), None)
             stop = run.through(run.flow.bytes_sent, failed=True)
             self._count_replies(run, stop, state, ready)
             ready.extend(state.ended(pieces[stop], False))  # the rest are broken
@@ -306,7 +306,7 @@ class NetworkClock:
         run.flow = None
         self._release(ready, state)
         if event.ok:
-            self._close_unsent(cont[last], state)
+            self._close_unsent(cont.item(last), state)
 
     def _close_unsent(self, j: int, state: RoundState) -> None:
         """After the piece before j ended and released what it could: if j was not sent
@@ -368,7 +368,7 @@ class NetworkClock:
         cont = state.cont
         assert cont is not None
         for i in pieces:
-            following = cont[i]
+            following = cont.item(i)
             ready.extend(j for j in state.ended(i, True) if j != following)
         self.messages += len(pieces)
         self.net.count_continued(len(pieces))
@@ -398,12 +398,12 @@ class NetworkClock:
     def _on_end(self, i: int, state: RoundState, event: Any) -> None:
         cont = state.cont
         if not event.ok and cont is not None:
-            state.open.pop(cont[i], None)
+            state.open.pop(cont.item(i), None)
         elif state.gated_pred is not None:
             state.mark_end(i, self.env.now)
         self._release(state.ended(i, bool(event.ok)), state)
         if cont is not None:
-            self._close_unsent(cont[i], state)
+            self._close_unsent(cont.item(i), state)
 
     def _on_loud(self, state: RoundState, flow: Flow, event: Any) -> None:
         """A flow counted on a latch ended as an event (the last of its latch, or

@@ -32,12 +32,10 @@ class RoundState:
     ) -> None:
         n = flows.src.size
         self.plan, self.flows, self.left, self.done = plan, flows, n, done
-        # Python scalars, read once per flow sent
-        self.src, self.dst, self.nbytes = (
-            flows.src.tolist(),
-            flows.dst.tolist(),
-            flows.nbytes.tolist(),
-        )
+        # The per-flow values are arrays, read one at a time with ``.item`` (a Python
+        # scalar): a list would hold an int or float object per flow besides its slot,
+        # ~40 B a value (R1's first round plans 3.8 M flows).
+        self.src, self.dst, self.nbytes = flows.src, flows.dst, flows.nbytes
         #: per flow, float64, read with ``.item`` (None: no flow has a finite one, as in
         #: most plans: nothing to arm). An array, not a list: a list holds a float
         #: object per flow (32 B with its slot; R1's first round plans 3.8 M flows)
@@ -46,7 +44,7 @@ class RoundState:
             self.timeout_s = np.asarray(flows.timeout_s, dtype=np.float64)
         self.broken = [False] * n
         need = np.zeros(n, dtype=np.intp)
-        self.opens = None if flows.opens is None else flows.opens.tolist()
+        self.opens = flows.opens
         self.waits = np.full(n, -1, dtype=np.intp) if flows.waits is None else flows.waits
         self.after = np.full(n, -1, dtype=np.intp) if flows.after is None else flows.after
         self.gate_left: list[int] = []  # flows yet to end before each gate opens
@@ -84,13 +82,13 @@ class RoundState:
         self._need0 = need == 0
         #: cont[i]: the flow continuing flow i's stream (-1: none); open: the network
         #: flow of each stream whose next piece ``j`` is due, by ``j``
-        self.cont: list[int] | None = None
+        self.cont: np.ndarray | None = None
         self.open: dict[int, Any] = {}
         #: The streams run in chunks (None: each piece is an event).
         self.chains: Chains | None = None
         #: latch[i]: the latch flow i counts on in the network, -1: none
         #: (:meth:`take_latches`; set with ``ends``)
-        self.latch: list[int] = []
+        self.latch = np.zeros(0, dtype=np.int64)
         self._latches: tuple[int, int] | None = None
         #: what a flow on a latch calls when it ends quietly and otherwise
         #: (:meth:`take_latches`; None: no latches)
@@ -107,7 +105,7 @@ class RoundState:
         if streams and flows.streamed is not None:
             cont = _continuations(flows, pred)
             if cont is not None:
-                self.cont = cont.tolist()
+                self.cont = cont
                 gated = (cont >= 0) & (self.waits[np.maximum(cont, 0)] >= 0)
                 if gated.any() and keep_stream is not None:
                     self.lazy = np.zeros(n, dtype=bool)
@@ -160,7 +158,7 @@ class RoundState:
         latch[gated] = base + opens[gated]
         latch[(opens < 0) & ~followed] = base + n_gates
         if self.cont is not None:
-            cont = np.asarray(self.cont)
+            cont = self.cont
             latch[cont >= 0] = -1
             if self.lazy is not None:
                 # a piece whose continuation waits for its gate too, opening no gate and
@@ -169,7 +167,7 @@ class RoundState:
                 lazy = np.flatnonzero((cont >= 0) & (opens < 0) & only)
                 lazy = lazy[self.lazy[cont[lazy]]]
                 latch[lazy] = base + n_gates
-        self.latch = latch.tolist()
+        self.latch = latch
         self._latches = (base, n_gates + 1)
         self.ends = (on_quiet, on_loud)
 
@@ -210,20 +208,20 @@ class RoundState:
         assert cont is not None
         assert self.lazy is not None
         inner = self._inner
-        if not inner[i] or nbytes[i] <= 0.0 or (tl is not None and tl.item(i) < math.inf):
+        if not inner[i] or nbytes.item(i) <= 0.0 or (tl is not None and tl.item(i) < math.inf):
             return run
-        j = cont[i]
+        j = cont.item(i)
         while (
             j >= 0
             and inner[run[-1]]
             and self.lazy[j]
             and need[j] == 1
             and not self.broken[j]
-            and nbytes[j] > 0.0
+            and nbytes.item(j) > 0.0
             and (tl is None or tl.item(j) == math.inf)
         ):
             run.append(j)
-            j = cont[j]
+            j = cont.item(j)
         return run
 
     def _keep_for(self, j: int) -> None:
@@ -255,7 +253,7 @@ class RoundState:
         need, lazy = self.need, self.lazy
         opens = self.opens
         if opens is not None:
-            gate = opens[i]
+            gate = opens.item(i)
             if gate >= 0:
                 gate_left = self.gate_left
                 gate_left[gate] -= 1
@@ -269,9 +267,10 @@ class RoundState:
                         elif lazy is not None and need[j] == 1 and lazy[j]:
                             self._keep_for(j)
         after = self._next  # the flows after i (its followers), inlined _Index.of
-        start, stop = after.bounds[i], after.bounds[i + 1]
+        bounds = after.bounds
+        start, stop = bounds.item(i), bounds.item(i + 1)
         if start < stop:
-            for j in after.order[start:stop]:
+            for j in after.order[start:stop].tolist():
                 if not ok:
                     self.broken[j] = True
                 need[j] -= 1
@@ -297,11 +296,11 @@ class ReplyChunk:
 
     __slots__ = ("cum", "done", "flow", "pieces")
 
-    def __init__(self, pieces: list[int], nbytes: list[float]) -> None:
+    def __init__(self, pieces: list[int], nbytes: np.ndarray) -> None:
         self.pieces = pieces
         total, cum = 0.0, []
         for i in pieces:
-            total += nbytes[i]
+            total += nbytes.item(i)
             cum.append(total)
         self.cum = cum
         self.done = 0
@@ -363,9 +362,11 @@ class _Index:
         listed = np.flatnonzero(keys >= 0)
         order = listed[np.argsort(keys[listed], kind="stable")]
         bounds = np.searchsorted(keys[order], np.arange(n_keys + 1))
-        #: the flows listing key k are ``order[bounds[k] : bounds[k + 1]]``
-        self.order, self.bounds = order.tolist(), bounds.tolist()
+        #: the flows listing key k are ``order[bounds[k] : bounds[k + 1]]`` (arrays:
+        #: no int object per flow)
+        self.order, self.bounds = order, bounds
 
     def of(self, key: int) -> list[int]:
         """Flows listing ``key``, in flow order."""
-        return self.order[self.bounds[key] : self.bounds[key + 1]]
+        bounds = self.bounds
+        return self.order[bounds.item(key) : bounds.item(key + 1)].tolist()
