@@ -44,8 +44,8 @@ def _direct(kernel: Any) -> Any:
     a calendar pop). The entry converts its arguments to that signature's types, so the
     callers pass each scalar with one type always (floats as ``float``: an int where
     the signature has an int64 would be truncated from a float)."""
-    signatures = kernel.signatures
-    return kernel.get_overload(signatures[0]) if len(signatures) == 1 else kernel
+    signatures = getattr(kernel, "signatures", None)  # none under NUMBA_DISABLE_JIT
+    return kernel.get_overload(signatures[0]) if signatures and len(signatures) == 1 else kernel
 
 
 class CompiledCore:

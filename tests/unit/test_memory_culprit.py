@@ -97,7 +97,7 @@ def between_default_and_tiny_parts() -> tuple[Any, str, str]:
     """The tiny-parts scenario, its estimate in MiB, and a limit the default fits in and
     it does not (halfway; the run's fixed costs, e.g. the compiled network kernels when
     numba is installed, are in both)."""
-    sc = scenario(protocol={"name": "moshpit", "group_size": 16, "part_bytes": 16})
+    sc = scenario(protocol={"name": "moshpit", "group_size": 16, "part_bytes": 8})
     tiny, default = memory_parts(sc).nbytes, memory_parts(scenario()).nbytes
     assert default < tiny / 2
     return sc, f"{tiny / 2**20:.0f} MiB", f"{(tiny + default) / 2 / 2**20:.0f} MiB"
@@ -105,9 +105,9 @@ def between_default_and_tiny_parts() -> tuple[Any, str, str]:
 
 def test_a_parameter_whose_default_would_fit_is_named():
     sc, needs, limit = between_default_and_tiny_parts()
-    assert culprit(sc).key == "peers.count"  # 6 × the default's variable part: not alone
+    assert culprit(sc).key == "peers.count"  # 3 × the default: not alone
     message = refusal(sc, limit)  # but the default would fit in the limit
-    assert message.startswith(f"protocol.part_bytes: 16 needs about {needs}")
+    assert message.startswith(f"protocol.part_bytes: 8 needs about {needs}")
     assert refusal(sc, "1 MiB").startswith(f"peers.count: 1024 needs about {needs}")
 
 
@@ -115,4 +115,4 @@ def test_the_key_can_be_placed_in_a_sweep():
     sc, _needs, limit = between_default_and_tiny_parts()
     with memory_limit(limit), pytest.raises(ResourceError) as raised:
         check_memory(sc, where="cases[2].")
-    assert str(raised.value).startswith("cases[2].protocol.part_bytes: 16 needs about ")
+    assert str(raised.value).startswith("cases[2].protocol.part_bytes: 8 needs about ")
