@@ -331,19 +331,15 @@ class FlowNetwork(Streams):
         """A wake-up for the next completion, where one scheduled at instant ``since``
         fires: ``since + max(finish - since, 0)``. ``since`` is now, or the last instant a
         chained wake-up popped (:meth:`_on_wake`), then reached exactly (``_Instant``)."""
-        core = self._core
-        finish = core.next if type(core) is compiled.CompiledCore else core.next_finish()
+        finish = self._core.next_finish()
         if finish >= self._wake_at:
             return
         self._wake_at = finish
-        self._wake_version = version = self._wake_version + 1
-        env = self.env
-        delay: float = finish - since
-        if delay < 0.0:
-            delay = 0.0
-        if since != env.now:
+        self._wake_version += 1
+        delay: float = max(finish - since, 0.0)
+        if since != self.env.now:
             delay = _Instant(since + delay)
-        simpy.Timeout(env, delay, version).callbacks.append(self._on_wake)
+        simpy.Timeout(self.env, delay, self._wake_version).callbacks.append(self._on_wake)
 
     def _complete(self, flow: Flow, now: float) -> None:
         self._end(flow, DONE, now)

@@ -36,9 +36,7 @@ class RoundState:
         # scalar): a list would hold an int or float object per flow besides its slot,
         # ~40 B a value (R1's first round plans 3.8 M flows).
         self.src, self.dst, self.nbytes = flows.src, flows.dst, flows.nbytes
-        #: per flow, float64, read with ``.item`` (None: no flow has a finite one, as in
-        #: most plans: nothing to arm). An array, not a list: a list holds a float
-        #: object per flow (32 B with its slot; R1's first round plans 3.8 M flows)
+        #: per flow (None: no flow has a finite one, as in most plans: nothing to arm)
         self.timeout_s: np.ndarray | None = None
         if flows.timeout_s is not None and np.isfinite(flows.timeout_s).any():
             self.timeout_s = np.asarray(flows.timeout_s, dtype=np.float64)
@@ -266,18 +264,14 @@ class RoundState:
                             ready.append(j)
                         elif lazy is not None and need[j] == 1 and lazy[j]:
                             self._keep_for(j)
-        after = self._next  # the flows after i (its followers), inlined _Index.of
-        bounds = after.bounds
-        start, stop = bounds.item(i), bounds.item(i + 1)
-        if start < stop:
-            for j in after.order[start:stop].tolist():
-                if not ok:
-                    self.broken[j] = True
-                need[j] -= 1
-                if need[j] == 0:
-                    ready.append(j)
-                elif lazy is not None and need[j] == 1 and lazy[j]:
-                    self._keep_for(j)
+        for j in self._next.of(i):  # the flows after i
+            if not ok:
+                self.broken[j] = True
+            need[j] -= 1
+            if need[j] == 0:
+                ready.append(j)
+            elif lazy is not None and need[j] == 1 and lazy[j]:
+                self._keep_for(j)
         next_piece = self.next_piece
         if next_piece is not None:
             j = next_piece.item(i)
@@ -369,4 +363,5 @@ class _Index:
     def of(self, key: int) -> list[int]:
         """Flows listing ``key``, in flow order."""
         bounds = self.bounds
-        return self.order[bounds.item(key) : bounds.item(key + 1)].tolist()
+        start, stop = bounds.item(key), bounds.item(key + 1)
+        return self.order[start:stop].tolist() if start < stop else []
