@@ -115,3 +115,16 @@ def test_a_scenario_that_would_not_fit_is_refused_in_one_line(scenario, args, st
     assert len(lines) == 1, result.output
     assert lines[0].startswith(start), lines[0]
     assert "Traceback" not in result.output
+
+
+def test_the_median_of_values_near_the_largest_float_does_not_overflow(tmp_path):
+    # found by the input fuzzer: np.median averaged the middle pair, a sum past the largest
+    # float, and numpy's RuntimeWarning reached stderr
+    path = tmp_path / "huge.yaml"
+    path.write_text("name: huge\npeers: {count: 8, delay: {dist: uniform, low: 1e308, "
+                    "high: 1.7976931348623157e+308}}\nprotocol: {name: gossip}\n")  # fmt: skip
+    result = CliRunner().invoke(app, ["info", str(path)])
+    assert result.exit_code == 0, result.stderr
+    assert "Warning" not in result.stderr
+    median, low, high = (float(cell) for cell in row(result.stdout, "delay")[1:6:2])
+    assert low <= median <= high < float("inf")

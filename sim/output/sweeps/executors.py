@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from sim.core.errors import AvsimError
+from sim.core.errors import AvsimError, ScenarioError
 
 #: Modules the fork server imports once, so that every worker starts warm (a run
 #: imports ``array_api_compat.numpy`` on first use: a quarter second per worker).
@@ -79,7 +79,11 @@ Outcome = tuple[dict[str, Any], pd.DataFrame]
 
 
 def run_task(task: Task) -> Outcome:
-    """Run one task and return its summary (plain Python values) and its metric rows."""
+    """Run one task and return its summary (plain Python values) and its metric rows.
+
+    A :class:`ScenarioError` raised while running (not while validating: a distribution
+    whose draws overflow, say) carries ``run_index``, the task's index; other avsim errors
+    come back as :class:`AvsimError` prefixed by the run's index and seed."""
     from sim.engine import run
     from sim.engine.resources import memory_limit
     from sim.model.scenario import scenario_from_mapping
@@ -91,6 +95,9 @@ def run_task(task: Task) -> Outcome:
             result = run(scenario, seed=task.seed)
         if task.keep_dir is not None:
             write_result(result, task.keep_dir, force=True)
+    except ScenarioError as exc:  # the sweep's runner names where the sweep sets its key
+        exc.run_index = task.index  # type: ignore[attr-defined]
+        raise
     except AvsimError as exc:  # re-raised as the base class: it pickles back from workers
         raise AvsimError(f"run {task.index} (seed {task.seed}): {exc}") from None
     return plain(result.summary, finite_only=False), result.metrics

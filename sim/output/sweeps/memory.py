@@ -18,7 +18,7 @@ from typing import Any
 
 from sim.engine.resources import check_memory, culprit, limit_bytes
 from sim.model.scenario import scenario_from_mapping
-from sim.output.sweeps.plan import RunSpec, touches
+from sim.output.sweeps.plan import RunSpec, where_in_run
 from sim.output.sweeps.spec import Sweep
 
 
@@ -40,12 +40,4 @@ def check_sweep_memory(
     largest = max(plan, key=lambda run: run.memory)
     scenario = scenario_from_mapping(largest.mapping, largest.grid, base_dir=sweep.base_dir)
     key = culprit(scenario, limit=limit_bytes()[0]).key
-    if touches(key, largest.grid):
-        where = "grid."
-    elif touches(key, overrides or {}):
-        where = "--set "
-    elif touches(key, largest.columns):
-        where = f"cases[{largest.case}]."
-    else:
-        where = ""
-    check_memory(scenario, where)
+    check_memory(scenario, where_in_run(key, largest, overrides))

@@ -287,6 +287,28 @@ def _overlap(a: str, b: str) -> bool:
     return a == b or a.startswith(f"{b}.") or b.startswith(f"{a}.")
 
 
+def where_in_run(key: str, run: RunSpec, overrides: Mapping[str, Any] | None = None) -> str:
+    """Where in the sweep ``run`` gets dotted ``key`` from, as a prefix for an error's key:
+    ``grid.``, ``--set ``, ``cases[k].``, or ``""`` (the base scenario)."""
+    if touches(key, run.grid):
+        return "grid."
+    if touches(key, overrides or {}):
+        return "--set "
+    if touches(key, run.columns):
+        return f"cases[{run.case}]."
+    return ""
+
+
+def run_failed(
+    exc: ScenarioError, run: RunSpec, overrides: Mapping[str, Any] | None
+) -> ScenarioError:
+    """A run's error at run time (``peers.upload``'s draws overflow, say), its key prefixed
+    by where the sweep sets it and its message ended by the run's index and seed."""
+    error = _prefixed(exc, where_in_run(exc.key, run, overrides))
+    error.args = (f"{error.args[0]} (run {run.index}, seed {run.seed})",)
+    return error
+
+
 def touches(key: str, overrides: Mapping[str, Any]) -> bool:
     """True when dotted ``key`` is one of ``overrides``' keys, inside one or holds one."""
     return any(_overlap(key, k) for k in overrides)
@@ -297,9 +319,7 @@ def _cell_text(cell: dict[str, Any]) -> str:
 
 
 def _prefixed(exc: ScenarioError, prefix: str) -> ScenarioError:
-    """The same error, its key and message prefixed by where in the sweep it comes from."""
-    if not prefix:
-        return exc
+    """A copy of the error, its key and message prefixed by where in the sweep it comes from."""
     error = Exception.__new__(type(exc))  # not copy.copy: ScenarioError's __init__ wants 3 args
     error.__dict__.update(vars(exc))
     error.key = f"{prefix}{exc.key}"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from sim.core.errors import AvsimError, ResultExistsError
+from sim.core.errors import AvsimError, ResultExistsError, ScenarioError
 from sim.engine.resources import limit_override, memory_limit
 from sim.model.scenario import Replace
 from sim.output.run_folder import atomic_write_text, write_parquet
@@ -28,7 +28,7 @@ from sim.output.sweeps.frames import arrow_safe, metrics_frame, runs_frame
 from sim.output.sweeps.journal import Journal
 from sim.output.sweeps.labels import json_text
 from sim.output.sweeps.memory import check_sweep_memory
-from sim.output.sweeps.plan import RunSpec, case_labels, expand
+from sim.output.sweeps.plan import RunSpec, case_labels, expand, run_failed
 from sim.output.sweeps.spec import Sweep, SweepSpec, as_sweep, spec_yaml
 from sim.output.sweeps.table import Table, markdown, sweep_table, table_note
 
@@ -145,13 +145,13 @@ def sweep(
         if out is None:
             _check_in_memory(resume, keep_runs)
             memory = _Memory()
-            _run_missing(loaded, plan, memory, None, execution)
+            _run_missing(loaded, plan, memory, None, execution, overrides)
             return _finish(loaded, plan, memory, None)
         folder = open_folder(Path(out), resume, force)
         journal = Journal(folder)
         if not resume:
             journal.clear()
-        _run_missing(loaded, plan, journal, folder if keep_runs else None, execution)
+        _run_missing(loaded, plan, journal, folder if keep_runs else None, execution, overrides)
     result = _finish(loaded, plan, journal, folder, _run_note(overrides, repeats))
     if figure:
         _write_figure(folder)
@@ -196,7 +196,10 @@ def _run_missing(
     store: Journal | _Memory,
     keep: Path | None,
     execution: _Execution,
+    overrides: Mapping[str, Any] | None,
 ) -> None:
+    """Run the plan's runs that ``store`` lacks; a run's error at run time names where
+    the sweep sets the key at fault (``overrides``: the ``--set`` keys)."""
     done = store.read()
     todo = [run for run in plan if run.key not in done]
     tasks = [_task(sweep, run, keep, execution.max_memory) for run in todo]
@@ -204,10 +207,16 @@ def _run_missing(
     progress = execution.progress
     _report(progress, finished, len(plan))
     workers = execution.workers or default_workers()
-    for index, (summary, metrics) in execute(tasks, workers, execution.scheduler):
-        store.append(plan[index].key, index, summary, metrics)
-        finished += 1
-        _report(progress, finished, len(plan))
+    try:
+        for index, (summary, metrics) in execute(tasks, workers, execution.scheduler):
+            store.append(plan[index].key, index, summary, metrics)
+            finished += 1
+            _report(progress, finished, len(plan))
+    except ScenarioError as exc:
+        failed = getattr(exc, "run_index", None)
+        if failed is None:
+            raise
+        raise run_failed(exc, plan[failed], overrides) from None
 
 
 def _task(sweep: Sweep, run: RunSpec, keep: Path | None, max_memory: float | None) -> Task:
