@@ -123,7 +123,7 @@ def wave_levels(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     the solution and grow until L ≥ F(L), which by induction over events means L is the
     solution. One vectorised pass per level of slack, a few numpy calls over K each.
     """
-    previous, rank = _previous_and_rank(a, b)
+    previous, rank = previous_and_rank(a, b)
     k = a.size
     p1, p2 = previous[:k], previous[k:]
     level = np.maximum(rank[:k], rank[k:])
@@ -135,7 +135,7 @@ def wave_levels(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         level = raised
 
 
-def _previous_and_rank(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def previous_and_rank(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each end (a then b): the previous event touching that peer (−1: none), and
     how many events touched that peer before."""
     k = a.size

@@ -84,15 +84,28 @@ import simpy
 from pydantic import Field
 
 from protocols._async_net import exchange_process
-from protocols._edge_clocks import EdgeClockParams, EdgeClockProtocol, host_rows, waves
+from protocols._edge_clocks import (
+    EdgeClockParams,
+    EdgeClockProtocol,
+    host_rows,
+    previous_and_rank,
+    wave_levels,
+    waves,
+)
 from protocols._spectra import GraphConstants, graph_constants
 from protocols.contract import Context, RoundStats, RowValues, RowWatcher, RunEnv, State
+from sim.core.optional import optional_module
 from sim.kernels import a2cid2_exchange, a2cid2_mix, mix_coefficient
 from sim.kernels._xp import namespace, take_rows
-from sim.kernels.compression import IDENTITY, WireLike
+from sim.kernels.compression import IDENTITY, WireLike, as_wire
 from sim.kernels.mixing import put_rows, scatter_rows
 from sim.kernels.pairwise import exchange_differences, move_pairs, sent_differences
 
+#: Smallest events × columns of a round for the compiled loop: below it the waves are
+#: as fast, and a small run never imports numba.
+JIT_MIN_ELEMENTS = 1 << 14
+#: dtypes the compiled loop takes (others keep the waves).
+JIT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 #: Topologies whose rate-weighted graph is vertex-transitive: the edges at one peer
 #: carry every edge's effective resistance.
 TRANSITIVE = frozenset({"ring", "torus", "complete", "exponential"})
@@ -160,6 +173,12 @@ def apply_events(
     new (x, x_tilde). ``watcher`` is shown each wave's rows before and after it
     (:func:`trajectory_rows`), times shifted by ``start`` (the round's start).
     """
+    kernel = _compiled_kernel(x, x_tilde, i.size, wire, watcher)
+    if kernel is not None:
+        last = _compiled_events(kernel, x, x_tilde, times, i, j, eta, alpha_tilde)
+        if eta > 0:
+            x, x_tilde = a2cid2_mix(x, x_tilde, mix_coefficient(end - last, eta))
+        return x, x_tilde
     last = np.zeros(x.shape[0])
     for wave in waves(i, j):
         rows = np.concatenate((i[wave], j[wave]))
@@ -176,6 +195,61 @@ def apply_events(
     if eta > 0:
         x, x_tilde = a2cid2_mix(x, x_tilde, mix_coefficient(end - last, eta))
     return x, x_tilde
+
+
+def _compiled_kernel(
+    x: Any, x_tilde: Any, events: int, wire: WireLike, watcher: RowWatcher | None
+) -> Callable[..., None] | None:
+    """The compiled one-by-one loop (:mod:`sim.kernels._a2cid2_jit`) where it applies:
+    numpy float32 or float64 states, an exact wire, no watcher (it is shown each wave),
+    at least :data:`JIT_MIN_ELEMENTS` events × columns, numba importable; else None."""
+    if watcher is not None or type(x) is not np.ndarray or type(x_tilde) is not np.ndarray:
+        return None
+    if x.dtype not in JIT_DTYPES or x_tilde.dtype != x.dtype or not as_wire(wire).exact:
+        return None
+    if events * x.shape[1] < JIT_MIN_ELEMENTS:
+        return None
+    module = optional_module("sim.kernels._a2cid2_jit")
+    return None if module is None else module.exchange_events
+
+
+def _compiled_events(
+    kernel: Callable[..., None],
+    x: np.ndarray,
+    x_tilde: np.ndarray,
+    times: np.ndarray,
+    i: np.ndarray,
+    j: np.ndarray,
+    eta: float,
+    alpha_tilde: float,
+) -> np.ndarray:
+    """:func:`apply_events`' waves done by ``kernel`` one event at a time, in place, with
+    the same values bit for bit; returns each peer's last event time (0: none).
+
+    Each end's coefficient is computed as the waves do, for the time since that peer's
+    previous event (from 0), with numpy's ``expm1``. A wave mixes its rows only when one
+    of its coefficients is non-zero (:func:`~sim.kernels.a2cid2_exchange`); where some
+    are and some are not, the waves are computed to tell each event whether it mixes.
+    """
+    k = i.size
+    previous, _ = previous_and_rank(i, j)
+    both = np.concatenate((times, times))
+    since = np.where(previous >= 0, both[np.maximum(previous, 0)], 0.0)
+    c = mix_coefficient(both - since, eta)
+    nonzero = c != 0
+    if nonzero.all() or not nonzero.any():
+        mixed = np.full(k, bool(nonzero.any()))
+    else:
+        level = wave_levels(i, j)
+        mixes = np.zeros(int(level.max()) + 1, dtype=bool)
+        np.logical_or.at(mixes, np.concatenate((level, level)), nonzero)
+        mixed = mixes[level]
+    dtype = x.dtype
+    c = c.astype(dtype)
+    kernel(x, x_tilde, i, j, c[:k], c[k:], mixed, dtype.type(0.5), dtype.type(alpha_tilde))
+    last = np.zeros(x.shape[0])
+    np.maximum.at(last, np.concatenate((i, j)), both)
+    return last
 
 
 def trajectory_rows(x: Any, x_tilde: Any, rows: np.ndarray, since: np.ndarray) -> RowValues:

@@ -1,0 +1,48 @@
+"""numba loop of A²CiD²'s exchanges on the rounds clock (:func:`sim.kernels.a2cid2_events`);
+needs the extra ``fast``.
+
+Importing this module imports numba; :mod:`sim.kernels.mixing` does so only for a round
+large enough to use it and keeps its waves of numpy calls when numba is missing. The
+function is compiled on first use (cached on disk), once per dtype; ``fastmath`` stays
+off and every scalar (the coefficients, ½ and α̃) arrives in the state's dtype, so each
+subtraction, product and addition is the IEEE operation numpy's waves do, in that dtype,
+in the same order for every element.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+
+
+@numba.njit(cache=True, nogil=True)
+def exchange_events(
+    x: Any, x_tilde: Any, i: Any, j: Any, c_i: Any, c_j: Any, mixed: Any, half: Any, alpha: Any
+) -> None:
+    """Exchanges (i_k, j_k) one by one, in order, in place.
+
+    Event k first mixes each end forward (when ``mixed[k]``): with s = c·(x̃ − x),
+    x ← x + s, x̃ ← x̃ − s; then, with m = x_i − x_j: x_i −= ½m, x_j += ½m,
+    x̃_i −= α̃m, x̃_j += α̃m.
+    """
+    dim = x.shape[1]
+    for k in range(i.size):
+        a, b = i[k], j[k]
+        if mixed[k]:
+            ca, cb = c_i[k], c_j[k]
+            for d in range(dim):
+                step = ca * (x_tilde[a, d] - x[a, d])
+                x[a, d] = x[a, d] + step
+                x_tilde[a, d] = x_tilde[a, d] - step
+            for d in range(dim):
+                step = cb * (x_tilde[b, d] - x[b, d])
+                x[b, d] = x[b, d] + step
+                x_tilde[b, d] = x_tilde[b, d] - step
+        for d in range(dim):
+            m = x[a, d] - x[b, d]
+            move, kick = half * m, alpha * m
+            x[a, d] = x[a, d] - move
+            x[b, d] = x[b, d] + move
+            x_tilde[a, d] = x_tilde[a, d] - kick
+            x_tilde[b, d] = x_tilde[b, d] + kick
