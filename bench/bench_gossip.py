@@ -16,7 +16,9 @@
 - E2 (performance.md): a2cid2 on a ring of N = 4096, dim = 16, 100 time units:
   exchanges per second and the same ratio. E2's target is 3 × E1's exchange rate, and
   E1 (network clock) must reach 0.2 × SimPy's timeouts, so the ratio to SimPy that
-  meets E2 whatever E1 does is 3 × 0.2 = 0.6.
+  meets E2 whatever E1 does is 3 × 0.2 = 0.6. Read literally (3 × E1's rate as measured,
+  which the closed-form fast path has put far above its target), the ratio is reported
+  as ``E2 / E1 as measured``.
 
 Every run goes through :func:`sim.run` (engine, recorder and all) and is timed end to
 end by its summary's ``wall_time_s``, building the topology and A²CiD²'s constants
@@ -131,6 +133,8 @@ def run() -> list[tuple[str, float, str, str]]:
         )
         best = max(simpy_e1)
         short = "E1" if protocol == "pairwise_gossip" else "a2cid2 network"
+        if protocol == "pairwise_gossip":
+            e1_rate = max(fast)
         figures.append(
             (f"{label} ring 1024 dim 64", max(fast), "exchanges/s", f"{count} exchanges")
         )
@@ -177,5 +181,8 @@ def run() -> list[tuple[str, float, str, str]]:
     figures.append(("E2 a2cid2 ring 4096 dim 16", e2, "exchanges/s", "100 time units"))
     figures.append(
         ("E2 / SimPy timeouts", e2 / simpy_rate, "ratio", "target >= 0.6 = 3 x E1's 0.2")
+    )
+    figures.append(  # performance.md read literally: 3 x E1's rate as measured here
+        ("E2 / E1 as measured", e2 / e1_rate, "ratio", "literal target >= 3 (E1 above 0.2)")
     )
     return figures
