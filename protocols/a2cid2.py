@@ -77,6 +77,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Generator
 from functools import cached_property
+from types import ModuleType
 from typing import Any, Literal
 
 import numpy as np
@@ -173,11 +174,11 @@ def apply_events(
     new (x, x_tilde). ``watcher`` is shown each wave's rows before and after it
     (:func:`trajectory_rows`), times shifted by ``start`` (the round's start).
     """
-    kernel = _compiled_kernel(x, x_tilde, i.size, wire, watcher)
-    if kernel is not None:
-        last = _compiled_events(kernel, x, x_tilde, times, i, j, eta, alpha_tilde)
-        if eta > 0:
-            x, x_tilde = a2cid2_mix(x, x_tilde, mix_coefficient(end - last, eta))
+    module = _compiled_module(x, x_tilde, i.size, wire, watcher)
+    if module is not None:
+        last = _compiled_events(module.exchange_events, x, x_tilde, times, i, j, eta, alpha_tilde)
+        if eta > 0:  # a2cid2_mix's operations, in the same order
+            module.mix_rows(x, x_tilde, mix_coefficient(end - last, eta).astype(x.dtype))
         return x, x_tilde
     last = np.zeros(x.shape[0])
     for wave in waves(i, j):
@@ -197,20 +198,19 @@ def apply_events(
     return x, x_tilde
 
 
-def _compiled_kernel(
+def _compiled_module(
     x: Any, x_tilde: Any, events: int, wire: WireLike, watcher: RowWatcher | None
-) -> Callable[..., None] | None:
-    """The compiled one-by-one loop (:mod:`sim.kernels._a2cid2_jit`) where it applies:
-    numpy float32 or float64 states, an exact wire, no watcher (it is shown each wave),
-    at least :data:`JIT_MIN_ELEMENTS` events × columns, numba importable; else None."""
+) -> ModuleType | None:
+    """The compiled loops (:mod:`sim.kernels._a2cid2_jit`) where they apply: numpy
+    float32 or float64 states, an exact wire, no watcher (it is shown each wave), at
+    least :data:`JIT_MIN_ELEMENTS` events × columns, numba importable; else None."""
     if watcher is not None or type(x) is not np.ndarray or type(x_tilde) is not np.ndarray:
         return None
     if x.dtype not in JIT_DTYPES or x_tilde.dtype != x.dtype or not as_wire(wire).exact:
         return None
     if events * x.shape[1] < JIT_MIN_ELEMENTS:
         return None
-    module = optional_module("sim.kernels._a2cid2_jit")
-    return None if module is None else module.exchange_events
+    return optional_module("sim.kernels._a2cid2_jit")
 
 
 def _compiled_events(

@@ -46,3 +46,15 @@ def exchange_events(
             x[b, d] = x[b, d] + move
             x_tilde[a, d] = x_tilde[a, d] - kick
             x_tilde[b, d] = x_tilde[b, d] + kick
+
+
+@numba.njit(cache=True, nogil=True)
+def mix_rows(x: Any, x_tilde: Any, c: Any) -> None:
+    """Every row forward by its coefficient, in place (:func:`sim.kernels.a2cid2_mix`):
+    with s = c·(x̃ − x), x ← x + s, x̃ ← x̃ − s."""
+    for r in range(x.shape[0]):
+        cr = c[r]
+        for d in range(x.shape[1]):
+            step = cr * (x_tilde[r, d] - x[r, d])
+            x[r, d] = x[r, d] + step
+            x_tilde[r, d] = x_tilde[r, d] - step

@@ -23,8 +23,8 @@ def both_paths(x, x_tilde, times, i, j, eta, alpha_tilde):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(a2cid2, "JIT_MIN_ELEMENTS", 0)
         chosen = []
-        kernel = a2cid2._compiled_kernel
-        patch.setattr(a2cid2, "_compiled_kernel", lambda *a: chosen.append(kernel(*a)) or chosen[0])
+        choose = a2cid2._compiled_module
+        patch.setattr(a2cid2, "_compiled_module", lambda *a: chosen.append(choose(*a)) or chosen[0])
         compiled = apply_events(x.copy(), x_tilde.copy(), times, i, j, eta, alpha_tilde)
         assert chosen[0] is not None  # the compiled loop ran
     return waves, compiled
@@ -73,11 +73,11 @@ def test_non_finite_values_and_signed_zeros_take_the_same_path():
 
 def test_the_loop_is_kept_for_what_it_does_not_cover():
     x = np.zeros((4, 8192))
-    assert a2cid2._compiled_kernel(x, x.copy(), 4, "none", None) is not None
-    assert a2cid2._compiled_kernel(x, x.copy(), 1, "none", None) is None  # too small
-    assert a2cid2._compiled_kernel(x, x.copy(), 4, "fp16", None) is None  # lossy wire
-    assert a2cid2._compiled_kernel(x, x.astype(np.float32), 4, "none", None) is None
-    assert a2cid2._compiled_kernel(x.astype(np.float16), x, 4, "none", None) is None
+    assert a2cid2._compiled_module(x, x.copy(), 4, "none", None) is not None
+    assert a2cid2._compiled_module(x, x.copy(), 1, "none", None) is None  # too small
+    assert a2cid2._compiled_module(x, x.copy(), 4, "fp16", None) is None  # lossy wire
+    assert a2cid2._compiled_module(x, x.astype(np.float32), 4, "none", None) is None
+    assert a2cid2._compiled_module(x.astype(np.float16), x, 4, "none", None) is None
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
