@@ -232,7 +232,8 @@ def _compiled_events(
     are and some are not, the waves are computed to tell each event whether it mixes.
     """
     k = i.size
-    previous, _ = previous_and_rank(i, j)
+    ends = previous_and_rank(i, j)
+    previous = ends[0]
     both = np.concatenate((times, times))
     since = np.where(previous >= 0, both[np.maximum(previous, 0)], 0.0)
     c = mix_coefficient(both - since, eta)
@@ -240,7 +241,7 @@ def _compiled_events(
     if nonzero.all() or not nonzero.any():
         mixed = np.full(k, bool(nonzero.any()))
     else:
-        level = wave_levels(i, j)
+        level = wave_levels(i, j, ends)
         mixes = np.zeros(int(level.max()) + 1, dtype=bool)
         np.logical_or.at(mixes, np.concatenate((level, level)), nonzero)
         mixed = mixes[level]

@@ -57,10 +57,9 @@ class TopologyParams(ProtocolParams):
 
 
 def build_graph(params: TopologyParams, n_peers: int, rng: np.random.Generator) -> nx.Graph:
-    """The simple undirected graph ``params`` describes, on nodes 0 … n_peers−1."""
+    """The simple undirected graph ``params`` describes, on nodes 0 … n_peers−1 (each
+    builder makes a new ``nx.Graph``, completed here in place: no copy)."""
     graph = _BUILDERS[params.topology](params, n_peers, rng)
-    if type(graph) is not nx.Graph:  # the builders make a new simple graph: no copy
-        graph = nx.Graph(graph)
     graph.remove_edges_from(list(nx.selfloop_edges(graph)))
     graph.add_nodes_from(range(n_peers))
     return graph
