@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from sim.cli.app import MaxMemoryOption, ScenarioArg, SetOption, app, cell, stdout, user_errors
+from sim.core.numeric import median
 from sim.core.units import format_bandwidth, format_duration
 
 #: Churn keys that are durations (seconds; rounds on the rounds clock).
@@ -93,19 +93,11 @@ def _class_table(title: str, rows: pd.DataFrame) -> None:
     lines = [["", "median", "min", "max"]]
     for column, label, show in PEER_VALUES:
         values = rows[column].to_numpy(dtype=float)
-        stats = (_median(values), values.min(), values.max())
+        stats = (median(values), values.min(), values.max())
         lines.append([label, *(show(float(v)) for v in stats)])
     if rows["client"].any():
         lines.append(["client", "yes", "", ""])
     _print_block(title, _aligned(lines))
-
-
-def _median(values: np.ndarray) -> float:
-    """The median of non-negative ``values``, the middle pair's mean taken as
-    ``a + (b - a) / 2`` so that two values near the largest float do not overflow."""
-    ordered = np.sort(values)
-    a, b = ordered[(len(ordered) - 1) // 2], ordered[len(ordered) // 2]
-    return float(a + (b - a) / 2)
 
 
 def _churn_text(churn: dict[str, Any], written: Any, clock: str) -> str:

@@ -39,6 +39,7 @@ import simpy
 
 from protocols.base import GroupProtocol
 from protocols.contract import GroupPlan
+from sim.core.numeric import median
 from sim.core.seeding import component_rng
 from sim.engine.matchmaking import Assembled, Matchmaker, Order, hivemind_order
 from sim.engine.netclock import NetworkClock
@@ -86,7 +87,8 @@ class AsyncEngine(PeerLoopEngine):
         latency = table["latency_s"].to_numpy(float)
         dht_s = np.full(n, rules.latency_s) if rules.latency_s is not None else None
         if dht_s is None:  # one route latency to a typical peer
-            dht_s = latency + float(np.median(latency))
+            with np.errstate(over="ignore"):  # past the largest float: a DHT never answering
+                dht_s = latency + median(latency)
         routes = clock.net.routes
         self.matchmaker = Matchmaker(
             self.env, rules, self._key_of, lambda a, b: float(routes.route(a, b)[0]), dht_s,
