@@ -107,9 +107,7 @@ class PoissonClocks:
         return times, np.minimum(picked, self.rates.size - 1).astype(np.intp)
 
 
-def wave_levels(
-    a: np.ndarray, b: np.ndarray, ends: tuple[np.ndarray, np.ndarray] | None = None
-) -> np.ndarray:
+def wave_levels(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The wave of each event of a time-ordered list of two-peer events (a_k, b_k).
 
     Returns
@@ -124,9 +122,8 @@ def wave_levels(
     lower bound (the rank of the event among each end's events): the iterates stay below
     the solution and grow until L ≥ F(L), which by induction over events means L is the
     solution. One vectorised pass per level of slack, a few numpy calls over K each.
-    ``ends``: :func:`previous_and_rank` of (a, b), when the caller has it already.
     """
-    previous, rank = previous_and_rank(a, b) if ends is None else ends
+    previous, rank = previous_and_rank(a, b)
     k = a.size
     p1, p2 = previous[:k], previous[k:]
     level = np.maximum(rank[:k], rank[k:])

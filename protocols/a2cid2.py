@@ -89,7 +89,6 @@ from protocols._edge_clocks import (
     EdgeClockParams,
     EdgeClockProtocol,
     host_rows,
-    previous_and_rank,
     wave_levels,
     waves,
 )
@@ -176,7 +175,9 @@ def apply_events(
     """
     module = _compiled_module(x, x_tilde, i.size, wire, watcher)
     if module is not None:
-        last = _compiled_events(module.exchange_events, x, x_tilde, times, i, j, eta, alpha_tilde)
+        last = _compiled_events(
+            module.exchange_events, module.event_since, x, x_tilde, times, i, j, eta, alpha_tilde
+        )
         if eta > 0:  # a2cid2_mix's operations, in the same order
             module.mix_rows(x, x_tilde, mix_coefficient(end - last, eta).astype(x.dtype))
         return x, x_tilde
@@ -215,6 +216,7 @@ def _compiled_module(
 
 def _compiled_events(
     kernel: Callable[..., None],
+    since: Callable[..., tuple[np.ndarray, np.ndarray]],
     x: np.ndarray,
     x_tilde: np.ndarray,
     times: np.ndarray,
@@ -227,29 +229,25 @@ def _compiled_events(
     the same values bit for bit; returns each peer's last event time (0: none).
 
     Each end's coefficient is computed as the waves do, for the time since that peer's
-    previous event (from 0), with numpy's ``expm1``. A wave mixes its rows only when one
+    previous event (from 0), with numpy's ``expm1``; those times come from ``since``
+    (:func:`~sim.kernels._a2cid2_jit.event_since`). A wave mixes its rows only when one
     of its coefficients is non-zero (:func:`~sim.kernels.a2cid2_exchange`); where some
     are and some are not, the waves are computed to tell each event whether it mixes.
     """
     k = i.size
-    ends = previous_and_rank(i, j)
-    previous = ends[0]
-    both = np.concatenate((times, times))
-    since = np.where(previous >= 0, both[np.maximum(previous, 0)], 0.0)
-    c = mix_coefficient(both - since, eta)
+    elapsed, last = since(times, i, j, x.shape[0])
+    c = mix_coefficient(np.concatenate((times, times)) - elapsed, eta)
     nonzero = c != 0
     if nonzero.all() or not nonzero.any():
         mixed = np.full(k, bool(nonzero.any()))
     else:
-        level = wave_levels(i, j, ends)
+        level = wave_levels(i, j)
         mixes = np.zeros(int(level.max()) + 1, dtype=bool)
         np.logical_or.at(mixes, np.concatenate((level, level)), nonzero)
         mixed = mixes[level]
     dtype = x.dtype
     c = c.astype(dtype)
     kernel(x, x_tilde, i, j, c[:k], c[k:], mixed, dtype.type(0.5), dtype.type(alpha_tilde))
-    last = np.zeros(x.shape[0])
-    np.maximum.at(last, np.concatenate((i, j)), both)
     return last
 
 

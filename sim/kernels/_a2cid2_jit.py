@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import numba
+import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
@@ -58,3 +59,25 @@ def mix_rows(x: Any, x_tilde: Any, c: Any) -> None:
             step = cr * (x_tilde[r, d] - x[r, d])
             x[r, d] = x[r, d] + step
             x_tilde[r, d] = x_tilde[r, d] - step
+
+
+@numba.njit(cache=True, nogil=True)
+def event_since(times: Any, i: Any, j: Any, n_peers: int) -> tuple[Any, Any]:
+    """For the events (i_k, j_k) at ``times``, in order: the time of each end's previous
+    event (ends i then j; 0.0 where it has none), and each peer's latest event time (0.0:
+    none). Copies of ``times``' values: the same numbers a sort by peer finds."""
+    k = times.size
+    since = np.zeros(2 * k)
+    previous = np.zeros(n_peers)
+    last = np.zeros(n_peers)
+    for e in range(k):
+        t, a, b = times[e], i[e], j[e]
+        since[e] = previous[a]
+        previous[a] = t
+        since[e + k] = previous[b]
+        previous[b] = t
+        if t > last[a]:
+            last[a] = t
+        if t > last[b]:
+            last[b] = t
+    return since, last
