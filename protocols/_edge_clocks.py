@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
-import networkx as nx
 import numpy as np
 from pydantic import Field
 
@@ -32,7 +31,7 @@ from protocols.footprint import (
     graph_size,
     wave_share,
 )
-from protocols.graphs import TopologyParams, build_graph
+from protocols.graphs import TopologyGraph, TopologyParams, topology_edges
 from sim.core import units
 from sim.core.backend import to_numpy
 from sim.kernels._xp import namespace, take_rows
@@ -55,13 +54,6 @@ class EdgeClockParams(TopologyParams):
         description="exchanges a peer takes part in at once (never binds on the rounds clock)",
     )
     compression: Compression = Field(default="none", description="wire compression")
-
-
-def graph_edges(graph: nx.Graph) -> np.ndarray:
-    """(E, 2) intp array of the graph's edges (u, v), u < v, in sorted order."""
-    edges = np.sort(np.array(list(graph.edges()), dtype=np.intp).reshape(-1, 2), axis=1)
-    order = np.lexsort((edges[:, 1], edges[:, 0]))
-    return edges[order]
 
 
 def edge_rates(edges: np.ndarray, n_peers: int, rate: float) -> np.ndarray:
@@ -174,7 +166,7 @@ def waves(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
     return np.split(order, bounds)
 
 
-class EdgeClockProtocol(ContinuousProtocol):
+class EdgeClockProtocol(TopologyGraph, ContinuousProtocol):
     """Base of the protocols whose exchanges ring on Poisson edge clocks.
 
     Builds the topology once, the (E, 2) edge table and the clocks, and draws each
@@ -213,8 +205,7 @@ class EdgeClockProtocol(ContinuousProtocol):
 
     def __init__(self, params: EdgeClockParams, ctx: Context) -> None:
         super().__init__(params, ctx)
-        self.graph = build_graph(params, ctx.n_peers, ctx.rng)
-        self.edges = graph_edges(self.graph)
+        self.edges, self.n_nodes = topology_edges(params, ctx.n_peers, ctx.rng), ctx.n_peers
         self.rates = edge_rates(self.edges, ctx.n_peers, params.rate)
         self.clocks = PoissonClocks(self.rates)
         #: Bytes of one vector sent (S, or less with ``compression``).

@@ -61,7 +61,7 @@ from protocols._mailbox import mix_row, snapshot
 from protocols.base import MailboxProtocol
 from protocols.contract import Context, Flows, RoundPlan, RoundStats, State
 from protocols.footprint import Footprint, graph_size, neighbour_footprint
-from protocols.graphs import TopologyParams, build_graph, neighbour_table
+from protocols.graphs import TopologyGraph, TopologyParams, neighbour_table, topology_edges
 from sim.kernels import neighbour_mean
 from sim.kernels._xp import column, namespace
 from sim.kernels.compression import Wire
@@ -120,7 +120,7 @@ def wire_drift(x: Any, y: Any) -> float:
     return float(xp.sqrt(xp.sum(shift * shift))) / x.shape[0] / math.sqrt(x.shape[1])
 
 
-class Gossip(MailboxProtocol):
+class Gossip(TopologyGraph, MailboxProtocol):
     """Synchronous gossip: each present peer averages with its present neighbours."""
 
     Params = GossipParams
@@ -141,8 +141,8 @@ class Gossip(MailboxProtocol):
 
     def __init__(self, params: GossipParams, ctx: Context) -> None:
         super().__init__(params, ctx)
-        self.graph = build_graph(params, ctx.n_peers, ctx.rng)
-        self.neighbours, self.valid = neighbour_table(self.graph, ctx.n_peers)
+        self.edges, self.n_nodes = topology_edges(params, ctx.n_peers, ctx.rng), ctx.n_peers
+        self.neighbours, self.valid = neighbour_table(self.edges, ctx.n_peers)
         everyone = np.ones(ctx.n_peers, dtype=bool)
         self._full = self._weights(everyone)
         self._message_bytes = self.wire.message_bytes(ctx.wire_coords, ctx.itemsize)

@@ -19,10 +19,17 @@ not UTF-8).
 Graphs are simple: self-loops and repeated edges are dropped, and every peer is a node
 (isolated peers just never mix). Random graphs draw one integer seed from the
 protocol's generator and hand it to networkx, so they are reproducible per run.
+
+The protocols use a topology as its sorted edge table (:func:`topology_edges`). The
+fixed topologies (ring, torus, complete, exponential) compute it with numpy, the same
+edges :func:`build_graph`'s networkx graph has (a test compares them), without building
+the graph: a ring of 4096 peers took networkx 13 ms. :func:`graph_from_edges` gives the
+networkx graph back where one is wanted.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -65,8 +72,48 @@ def build_graph(params: TopologyParams, n_peers: int, rng: np.random.Generator) 
     return graph
 
 
-def neighbour_table(graph: nx.Graph, n_peers: int) -> tuple[np.ndarray, np.ndarray]:
-    """The graph as a padded neighbour table (ELL form).
+class TopologyGraph:
+    """What the graph-based protocols share: ``edges``, their topology's edge table
+    (:func:`topology_edges`), and :attr:`graph`, the networkx graph of it, built on first
+    use (the protocols run on the table; the graph is for users and tests)."""
+
+    edges: np.ndarray
+    n_nodes: int
+
+    @cached_property
+    def graph(self) -> nx.Graph:
+        """The topology as a networkx graph on peers 0 … N−1."""
+        return graph_from_edges(self.edges, self.n_nodes)
+
+
+def topology_edges(params: TopologyParams, n_peers: int, rng: np.random.Generator) -> np.ndarray:
+    """(E, 2) intp: the edges (u, v), u < v, in sorted order, of the graph
+    :func:`build_graph` makes; computed with numpy for the fixed topologies (no draw
+    from ``rng``, as theirs make none)."""
+    fixed = _FIXED.get(params.topology)
+    if fixed is not None:
+        return fixed(n_peers)
+    return graph_edges(build_graph(params, n_peers, rng))
+
+
+def graph_edges(graph: nx.Graph) -> np.ndarray:
+    """(E, 2) intp array of the graph's edges (u, v), u < v, in sorted order."""
+    edges = np.sort(np.array(list(graph.edges()), dtype=np.intp).reshape(-1, 2), axis=1)
+    order = np.lexsort((edges[:, 1], edges[:, 0]))
+    return edges[order]
+
+
+def graph_from_edges(edges: np.ndarray, n_peers: int) -> nx.Graph:
+    """The networkx graph on peers 0 … n_peers−1 with ``edges``."""
+    graph = nx.Graph()
+    graph.add_nodes_from(range(n_peers))
+    graph.add_edges_from(edges.tolist())
+    return graph
+
+
+def neighbour_table(edges: np.ndarray, n_peers: int) -> tuple[np.ndarray, np.ndarray]:
+    """The graph of ``edges`` ((E, 2), as :func:`topology_edges`) as a padded neighbour
+    table (ELL form).
 
     Returns
     -------
@@ -76,7 +123,7 @@ def neighbour_table(graph: nx.Graph, n_peers: int) -> tuple[np.ndarray, np.ndarr
     valid
         (n_peers, K) bool, true on real neighbours.
     """
-    edges = np.array(list(graph.edges()), dtype=np.intp).reshape(-1, 2)
+    edges = np.asarray(edges, dtype=np.intp).reshape(-1, 2)
     edges = edges[edges[:, 0] != edges[:, 1]]
     src = np.concatenate((edges[:, 0], edges[:, 1]))
     dst = np.concatenate((edges[:, 1], edges[:, 0]))
@@ -188,6 +235,56 @@ def _from_file(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.G
     graph.add_edges_from(read_edge_list(Path(str(params.file)), n))
     return graph
 
+
+def _simple(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The simple graph of the pairs (u_k, v_k): (E, 2) intp, u < v, sorted, no
+    self-loops or repeats."""
+    pairs = np.stack((np.minimum(u, v), np.maximum(u, v)), axis=1).astype(np.intp)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    return np.unique(pairs, axis=0).reshape(-1, 2)
+
+
+def _ring_edges(n: int) -> np.ndarray:
+    peers = np.arange(n)
+    return _simple(peers, (peers + 1) % max(n, 1))
+
+
+def _torus_edges(n: int) -> np.ndarray:
+    """nx.grid_2d_graph(rows, cols, periodic=True): wrap-around only along a side of
+    three or more."""
+    rows = max(a for a in range(1, int(np.sqrt(n)) + 1) if n % a == 0) if n else 1
+    cols = n // rows if n else 0
+    r, c = np.divmod(np.arange(n), max(cols, 1))
+    u, v = [], []
+    down = r + 1 < rows if rows <= 2 else np.ones(n, dtype=bool)
+    u.append((r * cols + c)[down])
+    v.append((((r + 1) % rows) * cols + c)[down])
+    right = c + 1 < cols if cols <= 2 else np.ones(n, dtype=bool)
+    u.append((r * cols + c)[right])
+    v.append((r * cols + (c + 1) % max(cols, 1))[right])
+    return _simple(np.concatenate(u), np.concatenate(v))
+
+
+def _complete_edges(n: int) -> np.ndarray:
+    u, v = np.triu_indices(n, 1)
+    return np.stack((u, v), axis=1).astype(np.intp).reshape(-1, 2)
+
+
+def _exponential_edges(n: int) -> np.ndarray:
+    if n < 2:
+        return np.zeros((0, 2), dtype=np.intp)
+    peers = np.arange(n)
+    hops = [(peers + 2**k) % n for k in range((n - 1).bit_length())]
+    return _simple(np.tile(peers, len(hops)), np.concatenate(hops))
+
+
+#: The fixed topologies' edge tables, computed without networkx (:func:`topology_edges`).
+_FIXED = {
+    "ring": _ring_edges,
+    "torus": _torus_edges,
+    "complete": _complete_edges,
+    "exponential": _exponential_edges,
+}
 
 _BUILDERS = {
     "ring": _ring,

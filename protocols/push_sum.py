@@ -72,7 +72,7 @@ from protocols._edge_clocks import PoissonClocks, waves
 from protocols.base import ContinuousProtocol
 from protocols.contract import Context, RoundStats, RowValues, RowWatcher, RunEnv, State
 from protocols.footprint import Footprint, exchange_footprint, graph_size, wave_share
-from protocols.graphs import TopologyParams, build_graph, neighbour_table
+from protocols.graphs import TopologyGraph, TopologyParams, neighbour_table, topology_edges
 from sim.core import units
 from sim.core.backend import to_numpy
 from sim.kernels import push_half
@@ -128,7 +128,7 @@ def estimate_rows(x: Any, w: Any, rows: np.ndarray) -> np.ndarray:
     return np.asarray(to_numpy(take_rows(xp, x, rows) / take_rows(xp, w, rows)), dtype=float)
 
 
-class PushSum(ContinuousProtocol):
+class PushSum(TopologyGraph, ContinuousProtocol):
     """Asynchronous push-sum: each peer pushes half of (x, w) at its Poisson times."""
 
     Params = PushSumParams
@@ -161,8 +161,8 @@ class PushSum(ContinuousProtocol):
 
     def __init__(self, params: PushSumParams, ctx: Context) -> None:
         super().__init__(params, ctx)
-        self.graph = build_graph(params, ctx.n_peers, ctx.rng)
-        neighbours, valid = neighbour_table(self.graph, ctx.n_peers)
+        self.edges, self.n_nodes = topology_edges(params, ctx.n_peers, ctx.rng), ctx.n_peers
+        neighbours, valid = neighbour_table(self.edges, ctx.n_peers)
         self.degree = valid.sum(axis=1)
         itself = np.arange(ctx.n_peers)[:, None]
         self.neighbours = neighbours if neighbours.shape[1] else itself  # no edge at all

@@ -9,10 +9,11 @@ import pytest
 import scipy.linalg
 
 import protocols
-from protocols._edge_clocks import PoissonClocks, edge_rates, graph_edges, wave_levels, waves
+from protocols._edge_clocks import PoissonClocks, edge_rates, wave_levels, waves
 from protocols._spectra import graph_constants
 from protocols.a2cid2 import A2cid2, A2cid2Params, block_decay_rate, default_eta_alpha
 from protocols.contract import Context, State
+from protocols.graphs import graph_edges
 from protocols.pairwise_gossip import PairwiseGossip, PairwiseGossipParams
 from protocols.push_sum import PushSum, PushSumParams
 from sim.kernels import a2cid2_exchange, a2cid2_mix, mix_coefficient, push_half

@@ -8,7 +8,7 @@ import pytest
 
 from protocols.contract import Context, State
 from protocols.gossip import Gossip, GossipParams, column_excess, gossip_weights
-from protocols.graphs import neighbour_table
+from protocols.graphs import graph_edges, neighbour_table
 
 
 def build(n: int, dim: int = 1, **params) -> tuple[Gossip, State]:
@@ -49,7 +49,7 @@ def test_absent_neighbours_are_skipped():
 
 def test_metropolis_weights_are_symmetric_and_doubly_stochastic_on_a_star():
     graph = nx.star_graph(4)
-    neighbours, valid = neighbour_table(graph, 5)
+    neighbours, valid = neighbour_table(graph_edges(graph), 5)
     weights = gossip_weights(neighbours, valid, np.ones(5, dtype=bool), "metropolis")
     w = dense(neighbours, weights)
     np.testing.assert_allclose(w, w.T)
@@ -60,7 +60,7 @@ def test_metropolis_weights_are_symmetric_and_doubly_stochastic_on_a_star():
 
 def test_uniform_weights_on_an_irregular_graph_drift_and_say_so():
     graph = nx.star_graph(4)
-    neighbours, valid = neighbour_table(graph, 5)
+    neighbours, valid = neighbour_table(graph_edges(graph), 5)
     weights = gossip_weights(neighbours, valid, np.ones(5, dtype=bool), "uniform")
     w = dense(neighbours, weights)
     np.testing.assert_allclose(w.sum(axis=1), 1)
