@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from protocols.gossip import GossipParams
-from protocols.graphs import build_graph, neighbour_table
+from protocols.graphs import build_graph, graph_edges, neighbour_table
 from sim.core.errors import ScenarioError
 
 
@@ -91,7 +91,7 @@ def test_bad_topology_parameters_are_rejected(params):
 def test_neighbour_table_lists_sorted_neighbours_padded_with_self():
     g = nx.Graph([(0, 2), (0, 1), (3, 0)])
     g.add_node(4)
-    neighbours, valid = neighbour_table(g, 5)
+    neighbours, valid = neighbour_table(graph_edges(g), 5)
     assert neighbours.shape == (5, 3)
     assert neighbours[0].tolist() == [1, 2, 3]
     assert neighbours[1].tolist() == [0, 1, 1]
@@ -101,5 +101,5 @@ def test_neighbour_table_lists_sorted_neighbours_padded_with_self():
 
 
 def test_neighbour_table_of_an_edgeless_graph_is_empty():
-    neighbours, valid = neighbour_table(nx.empty_graph(3), 3)
+    neighbours, valid = neighbour_table(graph_edges(nx.empty_graph(3)), 3)
     assert neighbours.shape == valid.shape == (3, 0)
