@@ -27,6 +27,11 @@ from sim.kernels.compression import Wire
 #: and exponential graphs; rounded up).
 GRAPH_NODE_BYTES = 1024
 GRAPH_EDGE_BYTES = 400
+#: Bytes per edge of a fixed topology's tables built with numpy (no networkx graph,
+#: :func:`~protocols.graphs.topology_edges`): the pairs and their sort (measured with
+#: tracemalloc: 48–90 B per edge) and a neighbour table's sort by source (98–112 B per
+#: edge on top of the 16 B edge table kept); rounded up.
+EDGE_BUILD_BYTES = 128
 #: Bytes per slot of a padded neighbour table: neighbours (intp), valid (bool), and the
 #: float64 weights and their temporaries rebuilt each round.
 NEIGHBOUR_SLOT_BYTES = 40
@@ -82,14 +87,21 @@ NETWORK_FIELDS = ("flows_per_round", "flows_per_s", "flows_in_flight", "round_by
 
 @dataclass(frozen=True)
 class GraphSize:
-    """Expected size of a topology's graph: undirected ``edges`` and the largest degree."""
+    """Expected size of a topology's graph: undirected ``edges``, the largest degree, and
+    whether it is built as a networkx graph (the random and file topologies; the fixed
+    ones are numpy tables only)."""
 
     edges: float
     max_degree: float
+    networkx: bool = True
 
     def table_bytes(self, n_peers: int, neighbour_table: bool = True) -> float:
-        """Bytes of the networkx graph and, optionally, its padded neighbour table."""
-        nbytes = GRAPH_NODE_BYTES * n_peers + GRAPH_EDGE_BYTES * self.edges
+        """Bytes of building the graph (networkx, or the fixed topologies' numpy tables)
+        and, optionally, its padded neighbour table."""
+        if self.networkx:
+            nbytes = GRAPH_NODE_BYTES * n_peers + GRAPH_EDGE_BYTES * self.edges
+        else:
+            nbytes = EDGE_BUILD_BYTES * self.edges
         if neighbour_table:
             nbytes += NEIGHBOUR_SLOT_BYTES * n_peers * self.max_degree
         return nbytes
@@ -104,16 +116,16 @@ def graph_size(params: Any, n_peers: int) -> GraphSize:
         return GraphSize(0.0, 0.0)
     topology = params.topology
     if topology == "ring":
-        return GraphSize(n, min(2.0, top))
+        return GraphSize(n, min(2.0, top), networkx=False)
     if topology == "torus":
-        return GraphSize(2 * n, min(4.0, top))
+        return GraphSize(2 * n, min(4.0, top), networkx=False)
     if topology == "complete":
-        return GraphSize(n * top / 2, top)
+        return GraphSize(n * top / 2, top, networkx=False)
     if topology == "random_regular":
         return GraphSize(n * params.degree / 2, float(params.degree))
     if topology == "exponential":
         steps = int(n_peers - 1).bit_length()
-        return GraphSize(n * steps, min(2.0 * steps, top))
+        return GraphSize(n * steps, min(2.0 * steps, top), networkx=False)
     if topology == "erdos_renyi":
         mean = params.p * top
         return GraphSize(mean * n / 2, min(top, mean + 4 * math.sqrt(mean) + 1))
