@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import simpy
+from array_api_compat import array_namespace
 
 from protocols.base import Protocol
 from protocols.contract import State
@@ -159,8 +160,18 @@ class Observer:
         record: bool = False,
     ) -> bool:
         """Measure the state at (rounds, time_s); record a row when due, when ``record``
-        or when the run ends here. Returns True when the run ends."""
+        or when the run ends here. Returns True when the run ends.
+
+        A sample that nothing reads (no row due, no variance threshold pending, no
+        workload, the tracker off) only checks that ``var`` is finite, which the
+        numerical-health check needs: from the estimates' extremes, when they bound it
+        (:func:`variance_is_finite`); else, or when the run ends here, it measures in full.
+        """
         estimate = self.protocol.estimate(state)
+        if not record and self._unread(time_s) and variance_is_finite(estimate):
+            done = self.decide(rounds, time_s)
+            if not done:
+                return False  # else the run ends here: its row, from the full statistics
         rows = None if exists.all() else np.flatnonzero(exists)
         conserved = self.protocol.conserved_mean(state, rows)
         stats = statistics(estimate, present, self.mean0, exists, conserved)
@@ -177,6 +188,18 @@ class Observer:
             workload = () if self.training is None else self.training.row(estimate, stats, exists)
             self.recorder.record(rounds, time_s, stats, alive, traffic, workload)
         return done
+
+    def _unread(self, time_s: float) -> bool:
+        """True when a sample at ``time_s`` would be read by nothing but the health check
+        and the stop rule: no row due, no variance threshold left, no workload, the
+        exact-target tracker off."""
+        tracker = self.tracker
+        return (
+            self.training is None
+            and not self.targets.active
+            and (tracker is None or tracker.off)
+            and not self.recorder.due(time_s)
+        )
 
     def decide(self, rounds: int, time_s: float) -> bool:
         """Apply the stop rule at (rounds, time_s); True when the run ends."""
@@ -244,3 +267,20 @@ class PolledEnvironment(simpy.Environment):
             self._left = POLL_EVENTS
             self._poll()
         super().step()
+
+
+#: Estimates no larger than this in magnitude give a finite variance: the statistics'
+#: float64 sums of squares are at most N·(2·1e100)² for N elements, far below the
+#: largest float for any N a machine holds.
+FINITE_BOUND = 1e100
+
+
+def variance_is_finite(estimate: Any) -> bool:
+    """True when every estimate is finite and at most :data:`FINITE_BOUND` in magnitude,
+    so that :func:`~sim.engine.recorder.statistics` gives a finite ``var``; False when
+    unsure (a NaN or inf, a huge value, no element): then the statistics tell."""
+    if estimate.size == 0:
+        return False
+    xp = array_namespace(estimate)
+    top, bottom = float(xp.max(estimate)), float(xp.min(estimate))
+    return max(abs(top), abs(bottom)) <= FINITE_BOUND  # NaN compares False
