@@ -29,7 +29,7 @@ GRAPH_NODE_BYTES = 1024
 GRAPH_EDGE_BYTES = 400
 #: Bytes per edge of a fixed topology's tables built with numpy (no networkx graph,
 #: :func:`~protocols.graphs.topology_edges`): the pairs and their sort (measured with
-#: tracemalloc: 48–90 B per edge) and a neighbour table's sort by source (98–112 B per
+#: tracemalloc: 48–97 B per edge) and a neighbour table's sort by source (98–112 B per
 #: edge on top of the 16 B edge table kept); rounded up.
 EDGE_BUILD_BYTES = 128
 #: Bytes per slot of a padded neighbour table: neighbours (intp), valid (bool), and the

@@ -236,17 +236,17 @@ def _from_file(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.G
     return graph
 
 
-def _simple(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """The simple graph of the pairs (u_k, v_k): (E, 2) intp, u < v, sorted, no
-    self-loops or repeats."""
-    pairs = np.stack((np.minimum(u, v), np.maximum(u, v)), axis=1).astype(np.intp)
-    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
-    return np.unique(pairs, axis=0).reshape(-1, 2)
+def _simple(u: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    """The simple graph of the pairs (u_k, v_k) of peers below ``n``: (E, 2) intp,
+    u < v, sorted, no self-loops or repeats (one int64 key u·n + v per pair)."""
+    low, high = np.minimum(u, v).astype(np.int64), np.maximum(u, v).astype(np.int64)
+    keys = np.unique((low * n + high)[low != high])
+    return np.stack(np.divmod(keys, max(n, 1)), axis=1).astype(np.intp).reshape(-1, 2)
 
 
 def _ring_edges(n: int) -> np.ndarray:
     peers = np.arange(n)
-    return _simple(peers, (peers + 1) % max(n, 1))
+    return _simple(peers, (peers + 1) % max(n, 1), n)
 
 
 def _torus_edges(n: int) -> np.ndarray:
@@ -262,7 +262,7 @@ def _torus_edges(n: int) -> np.ndarray:
     right = c + 1 < cols if cols <= 2 else np.ones(n, dtype=bool)
     u.append((r * cols + c)[right])
     v.append((r * cols + (c + 1) % max(cols, 1))[right])
-    return _simple(np.concatenate(u), np.concatenate(v))
+    return _simple(np.concatenate(u), np.concatenate(v), n)
 
 
 def _complete_edges(n: int) -> np.ndarray:
@@ -275,7 +275,7 @@ def _exponential_edges(n: int) -> np.ndarray:
         return np.zeros((0, 2), dtype=np.intp)
     peers = np.arange(n)
     hops = [(peers + 2**k) % n for k in range((n - 1).bit_length())]
-    return _simple(np.tile(peers, len(hops)), np.concatenate(hops))
+    return _simple(np.tile(peers, len(hops)), np.concatenate(hops), n)
 
 
 #: The fixed topologies' edge tables, computed without networkx (:func:`topology_edges`).

@@ -88,3 +88,10 @@ def test_estimates_bound_the_variance_only_when_they_are_moderate():
     assert not observer.variance_is_finite(np.array([[np.nan, 0.0]]))
     assert not observer.variance_is_finite(np.array([[np.inf, 0.0]]))
     assert not observer.variance_is_finite(np.zeros((0, 3)))
+
+
+def test_the_bound_reads_array_api_arrays_too():
+    xp = pytest.importorskip("array_api_strict")
+    assert observer.variance_is_finite(xp.asarray([[1.0, -3.0]]))
+    assert not observer.variance_is_finite(xp.asarray([[1.0, float("nan")]]))
+    assert not observer.variance_is_finite(xp.asarray([[1.0, 1e200]]))

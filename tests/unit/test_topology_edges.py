@@ -21,7 +21,8 @@ def _both(topology: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 @given(st.sampled_from(FIXED), st.integers(0, 300))
 def test_fixed_topologies_have_networkx_edges(topology, n):
     networkx, table = _both(topology, n)
-    assert table.dtype == networkx.dtype and table.shape == networkx.shape
+    assert table.dtype == networkx.dtype
+    assert table.shape == networkx.shape
     assert np.array_equal(table, networkx)
 
 

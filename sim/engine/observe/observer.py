@@ -281,6 +281,9 @@ def variance_is_finite(estimate: Any) -> bool:
     unsure (a NaN or inf, a huge value, no element): then the statistics tell."""
     if estimate.size == 0:
         return False
-    xp = array_namespace(estimate)
-    top, bottom = float(xp.max(estimate)), float(xp.min(estimate))
+    if type(estimate) is np.ndarray:
+        top, bottom = float(estimate.max()), float(estimate.min())
+    else:
+        xp = array_namespace(estimate)
+        top, bottom = float(xp.max(estimate)), float(xp.min(estimate))
     return max(abs(top), abs(bottom)) <= FINITE_BOUND  # NaN compares False
