@@ -106,6 +106,10 @@ from sim.kernels.pairwise import exchange_differences, move_pairs, sent_differen
 JIT_MIN_ELEMENTS = 1 << 14
 #: dtypes the compiled loop takes (others keep the waves).
 JIT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+#: The network clock's closed-form waves and their trajectories run compiled from a
+#: state of this many peers × columns (:meth:`A2cid2._solo_wave`,
+#: :meth:`A2cid2.estimate_pairs_into`; the compiled flows import numba from 256 peers on).
+WAVE_MIN_ELEMENTS = 1 << 12
 #: Topologies whose rate-weighted graph is vertex-transitive: the edges at one peer
 #: carry every edge's effective resistance.
 TRANSITIVE = frozenset({"ring", "torus", "complete", "exponential"})
@@ -200,16 +204,22 @@ def apply_events(
 
 
 def _compiled_module(
-    x: Any, x_tilde: Any, events: int, wire: WireLike, watcher: RowWatcher | None
+    x: Any,
+    x_tilde: Any,
+    events: int,
+    wire: WireLike,
+    watcher: RowWatcher | None,
+    least: int | None = None,
 ) -> ModuleType | None:
     """The compiled loops (:mod:`sim.kernels._a2cid2_jit`) where they apply: numpy
     float32 or float64 states, an exact wire, no watcher (it is shown each wave), at
-    least :data:`JIT_MIN_ELEMENTS` events × columns, numba importable; else None."""
+    least ``least`` (default :data:`JIT_MIN_ELEMENTS`) events × columns, numba
+    importable; else None."""
     if watcher is not None or type(x) is not np.ndarray or type(x_tilde) is not np.ndarray:
         return None
     if x.dtype not in JIT_DTYPES or x_tilde.dtype != x.dtype or not as_wire(wire).exact:
         return None
-    if events * x.shape[1] < JIT_MIN_ELEMENTS:
+    if events * x.shape[1] < (JIT_MIN_ELEMENTS if least is None else least):
         return None
     return optional_module("sim.kernels._a2cid2_jit")
 
@@ -421,6 +431,20 @@ class A2cid2(EdgeClockProtocol):
         x, x_tilde = state.x, state.extra["x_tilde"]
         pairs = i.size
         rows = np.concatenate((i, j))
+        module = _compiled_module(x, x_tilde, x.shape[0], self.wire, None, WAVE_MIN_ELEMENTS)
+        if module is not None:  # the same operations, element by element, in numba
+            c_start = mix_coefficient(at[0] - self.last[rows], self.eta)
+            c_end = mix_coefficient(at[1] - at[0], self.eta)
+            self.last[rows] = at[1]
+            moving = np.stack(
+                ((c_start[:pairs] != 0) | (c_start[pairs:] != 0),
+                 (c_end[:pairs] != 0) | (c_end[pairs:] != 0))
+            )  # fmt: skip
+            c = np.stack((c_start, c_end)).astype(x.dtype)
+            module.solo_wave(
+                x, x_tilde, i, j, c, moving, x.dtype.type(0.5), x.dtype.type(self.alpha_tilde)
+            )
+            return
         ends, tilde = x.take(rows, axis=0), x_tilde.take(rows, axis=0)
         differences: tuple[np.ndarray, np.ndarray] = (ends, ends)
         for k, now in enumerate(at):
@@ -449,6 +473,18 @@ class A2cid2(EdgeClockProtocol):
         tilde[pairs:] += kick_j
         scatter_rows(x, rows, ends)
         scatter_rows(x_tilde, rows, tilde)
+
+    def estimate_pairs_into(
+        self, state: State, pairs: np.ndarray, slots: np.ndarray, a: np.ndarray, d: np.ndarray
+    ) -> bool:
+        """:func:`trajectory_rows`' a and d of the rows of ``pairs``, written at ``slots``
+        by the compiled loop (the same float64 operations) where it applies."""
+        x, x_tilde = state.x, state.extra["x_tilde"]
+        module = _compiled_module(x, x_tilde, x.shape[0], IDENTITY, None, WAVE_MIN_ELEMENTS)
+        if module is None or a.dtype != np.float64 or d.dtype != np.float64:
+            return False
+        module.trajectory_pairs(x, x_tilde, pairs, slots, a, d)
+        return True
 
     def save_rows(self, state: State, rows: np.ndarray) -> Callable[[], None]:
         """A function that puts peers ``rows`` (numpy state) back as they are now: x, x̃

@@ -241,6 +241,17 @@ class Protocol(ABC):
         )
         return RowValues(np.asarray(to_numpy(self.estimate(sub)), dtype=np.float64))
 
+    def estimate_pairs_into(
+        self, state: State, pairs: np.ndarray, slots: np.ndarray, a: np.ndarray, d: np.ndarray
+    ) -> bool:
+        """:meth:`estimate_rows` of the rows of ``pairs`` ((P, 2) peers), written into the
+        (S, 2, dim) float64 arrays ``a`` and ``d`` at ``slots`` ((P,)) with the same values,
+        where a protocol has a faster way (A²CiD²'s compiled loop); returns False, having
+        written nothing, where it has not (the default): the caller then uses
+        :meth:`estimate_rows`. Called by the closed-form exchanges' watched segments
+        (:mod:`protocols._solo_exchanges`) after each wave."""
+        return False
+
     def sync_rows(self, state: State, rows: np.ndarray, now: float) -> None:  # noqa: B027
         """Bring peers ``rows`` to simulated time ``now`` before their rows are copied
         (a ``fetch`` rejoin on the network clock), for protocols that update peers lazily

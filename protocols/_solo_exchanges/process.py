@@ -63,6 +63,7 @@ class SoloExchanges(WatchedSegments):
         #: (``estimate_rows``) after each exchange.
         self.decays = bool(getattr(protocol.watcher, "decay", False))
         self.estimate_rows = protocol.estimate_rows
+        self.estimate_pairs_into = protocol.estimate_pairs_into
         self._restore: Callable[[], None] = lambda: None
         self._last_taken_s = -math.inf
         self._taken = 0

@@ -20,6 +20,7 @@ class WatchedSegments(SegmentPlanner):
     # set by the process's ``__init__`` (see :class:`SegmentPlanner`)
     decays: bool
     estimate_rows: Callable[..., Any]
+    estimate_pairs_into: Callable[..., bool]
     apply: Callable[..., None]
     batch: Batch
     _restore: Callable[[], None]
@@ -93,6 +94,9 @@ class WatchedSegments(SegmentPlanner):
         def keep(rows: np.ndarray, slot: Any) -> None:
             if decay is None:
                 after[slot] = state.x[rows]
+                return
+            pairs_in, at_slots = rows.reshape(-1, 2), np.atleast_1d(slot)
+            if self.estimate_pairs_into(state, pairs_in, at_slots, after, decay):
                 return
             values = self.estimate_rows(state, rows.reshape(-1))
             after[slot] = values.a.reshape(-1, 2, shape[2])

@@ -81,3 +81,54 @@ def event_since(times: Any, i: Any, j: Any, n_peers: int) -> tuple[Any, Any]:
         if t > last[b]:
             last[b] = t
     return since, last
+
+
+@numba.njit(cache=True, nogil=True)
+def solo_wave(
+    x: Any, x_tilde: Any, i: Any, j: Any, c: Any, moving: Any, half: Any, alpha: Any
+) -> None:
+    """A wave of disjoint exchanges (i_q, j_q) on the network clock, in place: each end
+    mixed forward to the snapshot (coefficients ``c[0]``, ends i then j; pair q only when
+    ``moving[0, q]``), m = x_i − x_j taken there, both mixed forward to the update
+    (``c[1]``, ``moving[1]``), then x_i −= ½m, x_j += ½m, x̃_i −= α̃m, x̃_j += α̃m: each
+    element's operations in the order of ``A2cid2._solo_wave``'s numpy calls."""
+    p = i.size
+    for q in range(p):
+        a, b = i[q], j[q]
+        for d in range(x.shape[1]):
+            ea, ta, eb, tb = x[a, d], x_tilde[a, d], x[b, d], x_tilde[b, d]
+            if moving[0, q]:
+                s = c[0, q] * (ta - ea)
+                ea = ea + s
+                ta = ta - s
+                s = c[0, p + q] * (tb - eb)
+                eb = eb + s
+                tb = tb - s
+            m = ea - eb
+            if moving[1, q]:
+                s = c[1, q] * (ta - ea)
+                ea = ea + s
+                ta = ta - s
+                s = c[1, p + q] * (tb - eb)
+                eb = eb + s
+                tb = tb - s
+            move, kick = half * m, alpha * m
+            x[a, d] = ea - move
+            x[b, d] = eb + move
+            x_tilde[a, d] = ta - kick
+            x_tilde[b, d] = tb + kick
+
+
+@numba.njit(cache=True, nogil=True)
+def trajectory_pairs(x: Any, x_tilde: Any, pairs: Any, slots: Any, a: Any, d: Any) -> None:
+    """The trajectories of the rows of ``pairs`` ((P, 2) peers) in float64, written at
+    ``slots``: a[s, e] = ½(x + x̃) and d[s, e] = ½(x̃ − x) of row pairs[q, e], q's slot s
+    (``trajectory_rows``' operations on its float64 copies)."""
+    for q in range(pairs.shape[0]):
+        s = slots[q]
+        for e in range(2):
+            r = pairs[q, e]
+            for k in range(x.shape[1]):
+                xv, tv = np.float64(x[r, k]), np.float64(x_tilde[r, k])
+                a[s, e, k] = 0.5 * (xv + tv)
+                d[s, e, k] = 0.5 * (tv - xv)
