@@ -97,21 +97,17 @@ def solo_wave(
         a, b = i[q], j[q]
         for d in range(x.shape[1]):
             ea, ta, eb, tb = x[a, d], x_tilde[a, d], x[b, d], x_tilde[b, d]
-            if moving[0, q]:
-                s = c[0, q] * (ta - ea)
-                ea = ea + s
-                ta = ta - s
-                s = c[0, p + q] * (tb - eb)
-                eb = eb + s
-                tb = tb - s
             m = ea - eb
-            if moving[1, q]:
-                s = c[1, q] * (ta - ea)
-                ea = ea + s
-                ta = ta - s
-                s = c[1, p + q] * (tb - eb)
-                eb = eb + s
-                tb = tb - s
+            for stage in range(2):  # to the snapshot, m taken there; to the update
+                if moving[stage, q]:
+                    s = c[stage, q] * (ta - ea)
+                    ea = ea + s
+                    ta = ta - s
+                    s = c[stage, p + q] * (tb - eb)
+                    eb = eb + s
+                    tb = tb - s
+                if stage == 0:
+                    m = ea - eb
             move, kick = half * m, alpha * m
             x[a, d] = ea - move
             x[b, d] = eb + move

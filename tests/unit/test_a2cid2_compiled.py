@@ -94,14 +94,21 @@ def test_whole_runs_are_bit_identical_with_and_without_the_loop(dtype):
             "stop": {"max_rounds": 6, "target_var": 0},
         }
     )
-    results = []
-    for threshold in (1 << 62, 0):
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(a2cid2, "JIT_MIN_ELEMENTS", threshold)
-            results.append(sim.run(scenario, seed=3))
-    waves, compiled = results
+    waves, compiled = runs_without_and_with(scenario, "JIT_MIN_ELEMENTS")
     assert same_bits(waves.state.x, compiled.state.x)
     assert waves.metrics.equals(compiled.metrics)
+
+
+def runs_without_and_with(scenario, threshold: str):
+    """The run with the compiled path off (``threshold`` out of reach), then always on."""
+    import sim
+
+    results = []
+    for least in (1 << 62, 0):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(a2cid2, threshold, least)
+            results.append(sim.run(scenario, seed=3))
+    return results
 
 
 # -- the network clock's closed-form waves (A2cid2._solo_wave) -----------------------------
@@ -192,12 +199,7 @@ def test_network_runs_are_bit_identical_with_and_without_the_compiled_wave(dtype
             "metrics": {"every": 2},
         }
     )
-    results = []
-    for least in (1 << 62, 0):
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(a2cid2, "WAVE_MIN_ELEMENTS", least)
-            results.append(sim.run(scenario, seed=3))
-    numpy_way, compiled = results
+    numpy_way, compiled = runs_without_and_with(scenario, "WAVE_MIN_ELEMENTS")
     assert same_bits(numpy_way.state.x, compiled.state.x)
     drop = [c for c in numpy_way.metrics.columns if "wall" in c]
     assert numpy_way.metrics.drop(columns=drop).equals(compiled.metrics.drop(columns=drop))
