@@ -9,6 +9,7 @@ hint and a valid journal, and ``--resume`` then gives the uninterrupted sweep's 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -71,12 +72,22 @@ def finish(process: subprocess.Popen[str]) -> tuple[int, str]:
     return process.returncode, err
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds the process has used (Linux /proc: utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def running(tmp_path: Path) -> subprocess.Popen[str]:
-    """``avsim run`` of the endless scenario, once it is inside its first run."""
+    """``avsim run`` of the endless scenario, once it is inside its first run: it has
+    installed its handlers, then used a second of CPU (loading the scenario and building
+    the run take a fraction of that; counted in CPU time, not wall time, so that a busy
+    machine that leaves the process waiting does not send the signal before the run)."""
     (tmp_path / "endless.yaml").write_text(ENDLESS)
     process = start(["run", "endless.yaml", "-o", "out"], tmp_path)
     wait_until(lambda: catches_sigterm(process.pid), process)
-    time.sleep(1.5)  # loading the scenario takes well under a second: the run is going
+    ready = cpu_s(process.pid) + 1.0
+    wait_until(lambda: cpu_s(process.pid) >= ready, process)
     return process
 
 
