@@ -205,7 +205,7 @@ class EdgeClockProtocol(TopologyGraph, ContinuousProtocol):
 
     def __init__(self, params: EdgeClockParams, ctx: Context) -> None:
         super().__init__(params, ctx)
-        self.edges, self.n_nodes = topology_edges(params, ctx.n_peers, ctx.rng), ctx.n_peers
+        self.edges = topology_edges(params, ctx.n_peers, ctx.rng)
         self.rates = edge_rates(self.edges, ctx.n_peers, params.rate)
         self.clocks = PoissonClocks(self.rates)
         #: Bytes of one vector sent (S, or less with ``compression``).

@@ -179,9 +179,7 @@ def apply_events(
     """
     module = _compiled_module(x, x_tilde, i.size, wire, watcher)
     if module is not None:
-        last = _compiled_events(
-            module.exchange_events, module.event_since, x, x_tilde, times, i, j, eta, alpha_tilde
-        )
+        last = _compiled_events(module, x, x_tilde, times, i, j, eta, alpha_tilde)
         if eta > 0:  # a2cid2_mix's operations, in the same order
             module.mix_rows(x, x_tilde, mix_coefficient(end - last, eta).astype(x.dtype))
         return x, x_tilde
@@ -225,8 +223,7 @@ def _compiled_module(
 
 
 def _compiled_events(
-    kernel: Callable[..., None],
-    since: Callable[..., tuple[np.ndarray, np.ndarray]],
+    module: ModuleType,
     x: np.ndarray,
     x_tilde: np.ndarray,
     times: np.ndarray,
@@ -235,17 +232,18 @@ def _compiled_events(
     eta: float,
     alpha_tilde: float,
 ) -> np.ndarray:
-    """:func:`apply_events`' waves done by ``kernel`` one event at a time, in place, with
-    the same values bit for bit; returns each peer's last event time (0: none).
+    """:func:`apply_events`' waves done by the compiled ``module`` one event at a time,
+    in place, with the same values bit for bit; returns each peer's last event time (0:
+    none).
 
     Each end's coefficient is computed as the waves do, for the time since that peer's
-    previous event (from 0), with numpy's ``expm1``; those times come from ``since``
-    (:func:`~sim.kernels._a2cid2_jit.event_since`). A wave mixes its rows only when one
+    previous event (from 0), with numpy's ``expm1``; those times come from
+    ``module.event_since``. A wave mixes its rows only when one
     of its coefficients is non-zero (:func:`~sim.kernels.a2cid2_exchange`); where some
     are and some are not, the waves are computed to tell each event whether it mixes.
     """
     k = i.size
-    elapsed, last = since(times, i, j, x.shape[0])
+    elapsed, last = module.event_since(times, i, j, x.shape[0])
     c = mix_coefficient(np.concatenate((times, times)) - elapsed, eta)
     nonzero = c != 0
     if nonzero.all() or not nonzero.any():
@@ -257,7 +255,8 @@ def _compiled_events(
         mixed = mixes[level]
     dtype = x.dtype
     c = c.astype(dtype)
-    kernel(x, x_tilde, i, j, c[:k], c[k:], mixed, dtype.type(0.5), dtype.type(alpha_tilde))
+    half, alpha = dtype.type(0.5), dtype.type(alpha_tilde)
+    module.exchange_events(x, x_tilde, i, j, c[:k], c[k:], mixed, half, alpha)
     return last
 
 

@@ -141,7 +141,7 @@ class Gossip(TopologyGraph, MailboxProtocol):
 
     def __init__(self, params: GossipParams, ctx: Context) -> None:
         super().__init__(params, ctx)
-        self.edges, self.n_nodes = topology_edges(params, ctx.n_peers, ctx.rng), ctx.n_peers
+        self.edges = topology_edges(params, ctx.n_peers, ctx.rng)
         self.neighbours, self.valid = neighbour_table(self.edges, ctx.n_peers)
         everyone = np.ones(ctx.n_peers, dtype=bool)
         self._full = self._weights(everyone)

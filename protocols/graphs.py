@@ -39,6 +39,7 @@ from pydantic import Field, model_validator
 
 from protocols._common import Probability
 from protocols.base import ProtocolParams
+from protocols.contract import Context
 from sim.core.errors import ScenarioError
 
 TopologyName = Literal[
@@ -78,12 +79,12 @@ class TopologyGraph:
     use (the protocols run on the table; the graph is for users and tests)."""
 
     edges: np.ndarray
-    n_nodes: int
+    ctx: Context
 
     @cached_property
     def graph(self) -> nx.Graph:
         """The topology as a networkx graph on peers 0 … N−1."""
-        return graph_from_edges(self.edges, self.n_nodes)
+        return graph_from_edges(self.edges, self.ctx.n_peers)
 
 
 def topology_edges(params: TopologyParams, n_peers: int, rng: np.random.Generator) -> np.ndarray:
@@ -147,9 +148,14 @@ def _ring(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
     return nx.cycle_graph(n)
 
 
-def _torus(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
+def _torus_shape(n: int) -> tuple[int, int]:
+    """(rows, cols) of the torus on n peers: rows the largest divisor of n ≤ √n."""
     rows = max(a for a in range(1, int(np.sqrt(n)) + 1) if n % a == 0) if n else 1
-    cols = n // rows if n else 0
+    return rows, (n // rows if n else 0)
+
+
+def _torus(params: TopologyParams, n: int, rng: np.random.Generator) -> nx.Graph:
+    rows, cols = _torus_shape(n)
     grid = nx.grid_2d_graph(rows, cols, periodic=True)
     return nx.relabel_nodes(grid, {(r, c): r * cols + c for r, c in grid.nodes})
 
@@ -252,8 +258,7 @@ def _ring_edges(n: int) -> np.ndarray:
 def _torus_edges(n: int) -> np.ndarray:
     """nx.grid_2d_graph(rows, cols, periodic=True): wrap-around only along a side of
     three or more."""
-    rows = max(a for a in range(1, int(np.sqrt(n)) + 1) if n % a == 0) if n else 1
-    cols = n // rows if n else 0
+    rows, cols = _torus_shape(n)
     r, c = np.divmod(np.arange(n), max(cols, 1))
     u, v = [], []
     down = r + 1 < rows if rows <= 2 else np.ones(n, dtype=bool)

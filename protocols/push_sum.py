@@ -161,7 +161,7 @@ class PushSum(TopologyGraph, ContinuousProtocol):
 
     def __init__(self, params: PushSumParams, ctx: Context) -> None:
         super().__init__(params, ctx)
-        self.edges, self.n_nodes = topology_edges(params, ctx.n_peers, ctx.rng), ctx.n_peers
+        self.edges = topology_edges(params, ctx.n_peers, ctx.rng)
         neighbours, valid = neighbour_table(self.edges, ctx.n_peers)
         self.degree = valid.sum(axis=1)
         itself = np.arange(ctx.n_peers)[:, None]

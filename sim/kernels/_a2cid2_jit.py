@@ -1,12 +1,15 @@
-"""numba loop of A²CiD²'s exchanges on the rounds clock (:func:`sim.kernels.a2cid2_events`);
-needs the extra ``fast``.
+"""numba loops of A²CiD²'s exchanges, needs the extra ``fast``: a round's events on the
+rounds clock (``exchange_events``, ``event_since``, ``mix_rows``; see
+:func:`protocols.a2cid2.apply_events`) and a wave of closed-form exchanges on the network
+clock with the rows' trajectories (``solo_wave``, ``trajectory_pairs``; see
+:class:`protocols.a2cid2.A2cid2`).
 
-Importing this module imports numba; :mod:`sim.kernels.mixing` does so only for a round
-large enough to use it and keeps its waves of numpy calls when numba is missing. The
-function is compiled on first use (cached on disk), once per dtype; ``fastmath`` stays
-off and every scalar (the coefficients, ½ and α̃) arrives in the state's dtype, so each
-subtraction, product and addition is the IEEE operation numpy's waves do, in that dtype,
-in the same order for every element.
+Importing this module imports numba; :mod:`protocols.a2cid2` does so only for states
+large enough to use it and keeps its numpy calls when numba is missing. Each function is
+compiled on first use (cached on disk), once per dtype; ``fastmath`` stays off and every
+scalar (the coefficients, ½ and α̃) arrives in the state's dtype, so each subtraction,
+product and addition is the IEEE operation numpy's calls do, in that dtype, in the same
+order for every element.
 """
 
 from __future__ import annotations
@@ -15,6 +18,14 @@ from typing import Any
 
 import numba
 import numpy as np
+
+
+@numba.njit(inline="always")
+def _forward(e: Any, t: Any, c: Any) -> tuple[Any, Any]:
+    """One element of a row mixed forward by coefficient c: with s = c·(x̃ − x),
+    (x + s, x̃ − s) (``a2cid2_mix``'s operations)."""
+    s = c * (t - e)
+    return e + s, t - s
 
 
 @numba.njit(cache=True, nogil=True)
@@ -33,13 +44,9 @@ def exchange_events(
         if mixed[k]:
             ca, cb = c_i[k], c_j[k]
             for d in range(dim):
-                step = ca * (x_tilde[a, d] - x[a, d])
-                x[a, d] = x[a, d] + step
-                x_tilde[a, d] = x_tilde[a, d] - step
+                x[a, d], x_tilde[a, d] = _forward(x[a, d], x_tilde[a, d], ca)
             for d in range(dim):
-                step = cb * (x_tilde[b, d] - x[b, d])
-                x[b, d] = x[b, d] + step
-                x_tilde[b, d] = x_tilde[b, d] - step
+                x[b, d], x_tilde[b, d] = _forward(x[b, d], x_tilde[b, d], cb)
         for d in range(dim):
             m = x[a, d] - x[b, d]
             move, kick = half * m, alpha * m
@@ -56,9 +63,7 @@ def mix_rows(x: Any, x_tilde: Any, c: Any) -> None:
     for r in range(x.shape[0]):
         cr = c[r]
         for d in range(x.shape[1]):
-            step = cr * (x_tilde[r, d] - x[r, d])
-            x[r, d] = x[r, d] + step
-            x_tilde[r, d] = x_tilde[r, d] - step
+            x[r, d], x_tilde[r, d] = _forward(x[r, d], x_tilde[r, d], cr)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -97,17 +102,13 @@ def solo_wave(
         a, b = i[q], j[q]
         for d in range(x.shape[1]):
             ea, ta, eb, tb = x[a, d], x_tilde[a, d], x[b, d], x_tilde[b, d]
+            if moving[0, q]:  # to the snapshot
+                ea, ta = _forward(ea, ta, c[0, q])
+                eb, tb = _forward(eb, tb, c[0, p + q])
             m = ea - eb
-            for stage in range(2):  # to the snapshot, m taken there; to the update
-                if moving[stage, q]:
-                    s = c[stage, q] * (ta - ea)
-                    ea = ea + s
-                    ta = ta - s
-                    s = c[stage, p + q] * (tb - eb)
-                    eb = eb + s
-                    tb = tb - s
-                if stage == 0:
-                    m = ea - eb
+            if moving[1, q]:  # to the update
+                ea, ta = _forward(ea, ta, c[1, q])
+                eb, tb = _forward(eb, tb, c[1, p + q])
             move, kick = half * m, alpha * m
             x[a, d] = ea - move
             x[b, d] = eb + move
