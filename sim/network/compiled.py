@@ -55,25 +55,26 @@ class CompiledCore:
     ----------
     capacity
         Capacity of every resource, bytes/s (finite).
-    active
-        The network's flows in their bandwidth phase by id (added by the network before
-        :meth:`enter`, removed here when they leave).
     """
 
-    def __init__(self, capacity: Sequence[float], active: dict[int, Flow]) -> None:
+    def __init__(self, capacity: Sequence[float]) -> None:
         kernels = _kernels()
         if kernels is None:
             raise ImportError("the compiled network path needs numba (pip install avsim[fast])")
         self.k = kernels
         self.capacity = list(capacity)
-        self.active = active
         self.width = 2
         self.slots = 64
         self.pool_size = 1024
         self.st = kernels.empty_state(self.capacity, self.slots, self.width, self.pool_size)
         self._fields()
         self.free = list(range(self.slots - 1, -1, -1))
+        #: (slots,) per slot: its flow (None: free), and when it entered its bandwidth
+        #: phase or was last resumed (a count: :meth:`flows` lists them in this order,
+        #: the general core's dict order; no dict to keep up to date per flow)
         self.flow_of: list[Flow | None] = [None] * self.slots
+        self.entered = np.zeros(self.slots, dtype=np.int64)
+        self.entries = 0
         #: (slots,) per slot: its flow is a stream's piece (``Flow.keep``; False for a
         #: free slot: set at ``enter``/``refill``, cleared when the flow leaves); the due
         #: slots of the last ``pop_chain``
@@ -104,6 +105,8 @@ class CompiledCore:
             flow = flows[0]
             slot = flow.slot = free.pop()
             flow_of[slot] = flow
+            self.entered[slot] = self.entries
+            self.entries += 1
             if flow.keep:
                 self.keep[slot] = True
             self.latch_of[slot] = flow.latch
@@ -124,8 +127,11 @@ class CompiledCore:
             if flow.keep:
                 keep[slot] = True
             latch_of[slot] = flow.latch
+        at = np.array(slots, dtype=np.int64)
+        self.entered[at] = np.arange(self.entries, self.entries + k)
+        self.entries += k
         self.next = self.k.enter(
-            np.array(slots, dtype=np.int64),
+            at,
             np.array([flow.id for flow in flows], dtype=np.int64),
             np.array([flow.nbytes for flow in flows]),
             np.array([flow.w for flow in flows]),
@@ -163,7 +169,7 @@ class CompiledCore:
             self._pop_chain = _direct(call)
         if n == 0:
             return [], [], [], now
-        active, flow_of, free = self.active, self.flow_of, self.free
+        flow_of, free = self.flow_of, self.free
         flows: list[Any] = []
         for slot in self.due[:n].tolist():  # _release, inlined
             flow = flow_of[slot]
@@ -171,7 +177,6 @@ class CompiledCore:
             if flow.keep:  # a stream's piece stays, parked (its slot and place)
                 flow.parked = True
             else:
-                del active[flow.id]
                 flow_of[slot] = None
                 flow.slot = -1
                 free.append(slot)
@@ -182,6 +187,8 @@ class CompiledCore:
         the rate it has, as flow ``key``: last on its resources, as a new flow would be
         (each entry leaves its list before it joins the end again: no pool room needed)."""
         self.keep[flow.slot] = flow.keep
+        self.entered[flow.slot] = self.entries
+        self.entries += 1
         flow.id = key
         call = self._refill
         self.next = call(flow.slot, key, flow.remaining, float(now), self.st)
@@ -196,6 +203,19 @@ class CompiledCore:
         self.next = call(flow.slot, float(cut), float(now), self.st)
         if call is self.k.shorten:
             self._shorten = _direct(call)
+
+    def flows(self) -> list[Flow]:
+        """The flows in their bandwidth phase, parked streams included, in the order they
+        entered it (a resumed stream as of its resumption)."""
+        used = np.array([flow is not None for flow in self.flow_of])
+        slots = np.flatnonzero(used)
+        order = slots[np.argsort(self.entered[slots], kind="stable")].tolist()
+        flow_of = self.flow_of
+        return [flow_of[slot] for slot in order]
+
+    def __len__(self) -> int:
+        """How many flows are in their bandwidth phase, parked streams included."""
+        return self.slots - len(self.free)
 
     def next_finish(self) -> float:
         """Completion time of the next flow to complete (``inf``: none in flight)."""
@@ -220,9 +240,8 @@ class CompiledCore:
         self._rate, self._rem, self._t_last = hot["rate"], cold["rem"], cold["t_last"]
 
     def _release(self, flows: Sequence[Flow], slots: list[int]) -> None:
-        active, flow_of = self.active, self.flow_of
+        flow_of = self.flow_of
         for flow, slot in zip(flows, slots, strict=True):
-            del active[flow.id]
             flow_of[slot] = None
             flow.slot = -1
         self.free.extend(slots)
@@ -275,6 +294,7 @@ class CompiledCore:
         self.flow_of += [None] * (slots - old_slots)
         self.keep = np.concatenate([self.keep, np.zeros(slots - old_slots, dtype=np.bool_)])
         self.latch_of = np.concatenate([self.latch_of, np.full(slots - old_slots, -1)])
+        self.entered = np.concatenate([self.entered, np.zeros(slots - old_slots, np.int64)])
         self.due = np.zeros(slots, dtype=np.int64)
         self.when = np.zeros(slots)
         self.quiet = np.zeros(slots, dtype=np.bool_)

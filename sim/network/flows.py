@@ -16,6 +16,8 @@ numba), which give bit-identical results; see :data:`SOLVERS`.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any, cast
 
 import numpy as np
@@ -97,8 +99,6 @@ class FlowNetwork(Streams):
         self.routes = Routes(upload_bytes_per_s, download_bytes_per_s, latency_s, links)
         self.n = self.routes.n
         self._capacity = self.routes.capacity_bytes_per_s
-        self._in_flight: list[dict[int, Flow]] = [{} for _ in range(self.n)]
-        self._active: dict[int, Flow] = {}
         if solver == "auto":
             big = self.n >= COMPILED_MIN_PEERS
             solver = "compiled" if big and compiled.available() else "general"
@@ -107,7 +107,7 @@ class FlowNetwork(Streams):
         #: ``"general"`` or ``"compiled"``: the core this network runs on.
         self.solver = solver
         core = compiled.CompiledCore if solver == "compiled" else GeneralCore
-        self._core: GeneralCore | compiled.CompiledCore = core(self._capacity, self._active)
+        self._core: GeneralCore | compiled.CompiledCore = core(self._capacity)
         self._wake_at = math.inf
         self._wake_version = 0
         self._out = [0.0] * self.n
@@ -163,9 +163,6 @@ class FlowNetwork(Streams):
         now = env.now
         flow.env, flow.start_s = env, now
         self.flows_started += 1
-        in_flight = self._in_flight
-        in_flight[src][flow.id] = flow
-        in_flight[dst][flow.id] = flow
         if latency and latency_s > 0.0:
             # the bandwidth phase waits: flows whose latency phases end at the same
             # instant share one SimPy timeout and one reallocation (a round's messages)
@@ -181,8 +178,40 @@ class FlowNetwork(Streams):
 
     def fail_peer(self, peer: int) -> list[Flow]:
         """Fail every in-flight flow from or to ``peer`` now; return them (by id)."""
-        peer = self.routes.check_peer("fail_peer(peer)", peer)
-        flows = list(self._in_flight[peer].values())
+        return self.fail_peers([peer])
+
+    def fail_peers(self, peers: Iterable[int]) -> list[Flow]:
+        """:meth:`fail_peer` of each of ``peers`` in turn (a flow between two of them
+        fails with the first); the failed flows, peer by peer, each peer's by id.
+
+        The flows in flight are found when a peer fails, not kept up to date per peer:
+        a completion, in the random order that unequal rates give, then costs no
+        per-peer bookkeeping (two dict deletions, each a likely cache miss), and one
+        pass over the flows in flight serves a whole preemption wave."""
+        peers = [self.routes.check_peer("fail_peer(peer)", peer) for peer in peers]
+        if not peers:
+            return []
+        hit = [False] * self.n
+        for peer in peers:
+            hit[peer] = True
+        of: dict[int, list[Flow]] = {peer: [] for peer in peers}
+        latent = (f for batch in self._latency_batches.values() for f in batch)
+        for flow in (*latent, *self._core.flows()):
+            if flow.phase is LATENCY or flow.phase is BANDWIDTH:  # a parked stream is done
+                if hit[flow.src]:
+                    of[flow.src].append(flow)
+                if hit[flow.dst] and flow.dst != flow.src:
+                    of[flow.dst].append(flow)
+        failed: list[Flow] = []
+        for peer in peers:
+            # each peer's in id order, the order they were sent or resumed in
+            flows = sorted((f for f in of[peer] if f.phase is not FAILED), key=attrgetter("id"))
+            self._fail(peer, flows)
+            failed += flows
+        return failed
+
+    def _fail(self, peer: int, flows: list[Flow]) -> None:
+        """``flows``, in flight from or to ``peer``, fail now."""
         now = self.env.now
         moving = [flow for flow in flows if flow.phase is BANDWIDTH]
         if moving:
@@ -197,7 +226,6 @@ class FlowNetwork(Streams):
             done.defused = True
             done.fail(FlowFailed(flow, peer, now))
         self.flows_failed += len(flows)
-        return flows
 
     def cancel(self, flow: Flow) -> None:
         """Fail ``flow`` now if it is still in flight (its receiver gave up on it).
@@ -233,7 +261,7 @@ class FlowNetwork(Streams):
         """Whether the network carries nothing: every flow sent has ended and no stream is
         parked in the bandwidth phase (:meth:`send` with ``keep``)."""
         ended = self.flows_completed + self.flows_failed
-        return self.flows_started == ended and not self._active
+        return self.flows_started == ended and len(self._core) == 0
 
     @property
     def bytes_out(self) -> np.ndarray:
@@ -253,7 +281,7 @@ class FlowNetwork(Streams):
     def rates(self) -> dict[int, float]:
         """Current rate (bytes/s) of every flow in its bandwidth phase, by flow id."""
         rate = self._core.rate
-        return {key: rate(flow) for key, flow in self._active.items() if not flow.parked}
+        return {flow.id: rate(flow) for flow in self._core.flows() if not flow.parked}
 
     def moved(self, flow: Flow, at_s: float | None = None) -> float:
         """Bytes of ``flow`` through at ``at_s`` (default now; a time not before the last
@@ -281,14 +309,12 @@ class FlowNetwork(Streams):
     def _enter(self, *flows: Flow) -> None:
         now = self.env.now
         moving = []
-        active = self._active
         for flow in flows:
             if flow.nbytes == 0.0 or not flow.res:
                 self._complete(flow, now)
                 flow.settled().succeed(now)  # maybe inside send(): callers attach callbacks later
                 continue
             flow.phase = BANDWIDTH
-            active[flow.id] = flow
             moving.append(flow)
         if moving:
             self._core.enter(moving, now)
@@ -307,12 +333,10 @@ class FlowNetwork(Streams):
         inline = horizon > now  # nothing else happens at this instant
         latches = self._latch_left
         due, when, quiet, last = self._core.pop_chain(now, horizon if inline else now, latches)
-        in_flight, out, into = self._in_flight, self._out, self._in
+        out, into = self._out, self._in
         for flow, end_s in zip(due, when, strict=True):  # _complete, inlined
             flow.phase, flow.end_s, flow.parked = DONE, end_s, flow.keep
             flow.latch = -1  # counted off by the kernel
-            del in_flight[flow.src][flow.id]
-            in_flight[flow.dst].pop(flow.id, None)
             flow.bytes_sent = nbytes = flow.nbytes
             out[flow.src] += nbytes
             into[flow.dst] += nbytes
@@ -351,8 +375,6 @@ class FlowNetwork(Streams):
         if flow.latch >= 0:
             cast(np.ndarray, self._latch_left)[flow.latch] -= 1
             flow.latch = -1
-        del self._in_flight[flow.src][flow.id]
-        self._in_flight[flow.dst].pop(flow.id, None)
 
     def _account(self, flow: Flow, nbytes: float) -> None:
         flow.bytes_sent = nbytes
@@ -362,7 +384,7 @@ class FlowNetwork(Streams):
     def _progress(self, settled: list[float], src: bool) -> np.ndarray:
         total = np.array(settled)
         now, moved = self.env.now, self._core.moved
-        for flow in self._active.values():
+        for flow in self._core.flows():
             if not flow.parked:  # a parked stream's piece is counted already
                 total[flow.src if src else flow.dst] += min(moved(flow, now), flow.nbytes)
         return total

@@ -31,9 +31,6 @@ class GeneralCore:
     ----------
     capacity
         Capacity of every resource, bytes/s (finite).
-    active
-        The network's flows in their bandwidth phase by id (added by the network before
-        :meth:`enter`, removed here when they leave).
 
     Notes
     -----
@@ -42,17 +39,20 @@ class GeneralCore:
     entry is stale once the flow's ``version`` moved on.
     """
 
-    def __init__(self, capacity: Sequence[float], active: dict[int, Flow]) -> None:
+    def __init__(self, capacity: Sequence[float]) -> None:
         self.capacity = capacity
-        self.active = active
+        #: the flows in their bandwidth phase (parked streams included) by id, in the
+        #: order they entered it (a resumed stream moves to the end, under its new id)
+        self.active: dict[int, Flow] = {}
         self.flows_on: FlowsOn = [{} for _ in capacity]
         self.heap: list[tuple[float, int, int, Flow]] = []
 
     def enter(self, flows: Sequence[Flow], now: float) -> None:
         """``flows`` (with bytes and resources) start their bandwidth phase now."""
         entered = []
-        flows_on = self.flows_on
+        flows_on, active = self.flows_on, self.active
         for flow in flows:
+            active[flow.id] = flow
             flow.t_last = now
             alone = True
             for r in flow.res:
@@ -112,7 +112,9 @@ class GeneralCore:
     def refill(self, flow: Flow, key: int, now: float) -> None:
         """The parked ``flow`` carries its next piece (``remaining`` bytes) from now, at
         the rate it has, as flow ``key``: last on its resources, as a new flow would be."""
-        flows_on, old = self.flows_on, flow.id
+        flows_on, old, active = self.flows_on, flow.id, self.active
+        del active[old]
+        active[key] = flow
         for r in flow.res:
             on = flows_on[r]
             del on[old]
@@ -130,6 +132,15 @@ class GeneralCore:
         flow.t_last = now
         flow.version += 1
         heapq.heappush(self.heap, (now + flow.remaining / flow.rate, flow.id, flow.version, flow))
+
+    def flows(self) -> list[Flow]:
+        """The flows in their bandwidth phase, parked streams included, in the order they
+        entered it (a resumed stream as of its resumption)."""
+        return list(self.active.values())
+
+    def __len__(self) -> int:
+        """How many flows are in their bandwidth phase, parked streams included."""
+        return len(self.active)
 
     def next_finish(self) -> float:
         """Completion time of the next flow to complete (``inf``: none in flight)."""

@@ -32,8 +32,6 @@ class Streams:
     env: simpy.Environment
     flows_started: int
     flows_completed: int
-    _active: dict[int, Flow]
-    _in_flight: list[dict[int, Flow]]
     _core: GeneralCore | compiled.CompiledCore
     _latch_left: np.ndarray | None
     _latch_top: int
@@ -58,16 +56,11 @@ class Streams:
         now = self.env.now
         key = self.flows_started
         self.flows_started += 1
-        active = self._active
-        del active[flow.id]
-        active[key] = flow
         flow.nbytes, flow.remaining, flow.keep = nbytes, nbytes, keep
         flow.phase, flow.end_s, flow.bytes_sent = BANDWIDTH, math.nan, 0.0
         flow.latency_s = 0.0  # no route latency, as send(latency=False) gives a new piece
         flow._done, flow.start_s = None, now  # a new piece, a new event
         self._core.refill(flow, key, now)  # flow.id is key from here on
-        self._in_flight[flow.src][key] = flow
-        self._in_flight[flow.dst][key] = flow
         if nbytes > 0.0:
             flow.parked = False
         else:  # as send: done at once (no time in the bandwidth phase)

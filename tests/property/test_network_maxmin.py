@@ -94,7 +94,7 @@ class CheckedNetwork(FlowNetwork):
 
     def _schedule_wake(self, now: float) -> None:
         super()._schedule_wake(now)
-        active = list(self._active.values())
+        active = self._core.flows()
         if active:
             reference = maxmin_rates([f.res for f in active], self._capacity, [f.w for f in active])
             rates = self.rates()

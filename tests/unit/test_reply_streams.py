@@ -103,7 +103,7 @@ def one_pair(
     parked: list[bool] = []
     if probe_at is not None:
         env.run(probe_at)
-        parked.append(any(f.parked for f in net._active.values()))
+        parked.append(any(f.parked for f in net._core.flows()))
     env.run()
     return clock, plan, net, parked
 

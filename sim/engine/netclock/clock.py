@@ -88,8 +88,7 @@ class NetworkClock:
         self.present[peers] = False
         self.lost[peers] = True
         self.preemptions[peers] += 1
-        for peer in peers.tolist():
-            self.net.fail_peer(peer)
+        self.net.fail_peers(peers.tolist())
         for listener in self.listeners:
             listener.down(peers)
 
