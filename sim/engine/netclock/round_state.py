@@ -117,7 +117,7 @@ class RoundState:
                             self.after[self.after >= 0], minlength=n
                         ) == 0)  # fmt: skip
                 if chunks:  # chunks carry the streams that wait for no gate
-                    ungated = np.where(gated, -1, cont).tolist()
+                    ungated = np.where(gated, -1, cont)
                     self.chains = Chains.build(flows, ungated, self.gate_left)
 
     def take_latches(
@@ -312,7 +312,7 @@ def _single_follower(previous: np.ndarray, n: int) -> np.ndarray:
     the previous piece of one flow at most (a connection is one sequence of pieces)."""
     j = np.flatnonzero(previous >= 0)
     i = previous[j]
-    if np.unique(i).size != i.size:
+    if i.size and np.bincount(i, minlength=n).max() > 1:  # O(n), not a sort as np.unique
         raise ValueError("Flows.previous: a flow is the previous piece of two flows")
     follower = np.full(n, -1, dtype=np.intp)
     follower[i] = j
