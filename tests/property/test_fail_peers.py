@@ -59,13 +59,8 @@ def simulate(workload: dict[str, Any], solver: str, one_by_one: bool) -> dict[st
     record: each wave's failed flows (id, peer blamed) and the expected ones, the rates
     (in the network's order) at each wave, and every flow's outcome."""
     env = simpy.Environment()
-    net = FlowNetwork(
-        env,
-        np.array(workload["up"]),
-        np.array(workload["down"]),
-        workload["latency_s"],
-        solver=solver,
-    )
+    up, down = np.array(workload["up"]), np.array(workload["down"])
+    net = FlowNetwork(env, up, down, workload["latency_s"], solver=solver)
     sent: list[Any] = []  # every flow the test sent or resumed (a stream once per piece)
     waves: list[Any] = []
 
