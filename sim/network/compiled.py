@@ -207,6 +207,8 @@ class CompiledCore:
     def flows(self) -> list[Flow]:
         """The flows in their bandwidth phase, parked streams included, in the order they
         entered it (a resumed stream as of its resumption)."""
+        if len(self.free) == self.slots:  # none (the byte counters ask between rounds)
+            return []
         used = np.array([flow is not None for flow in self.flow_of])
         slots = np.flatnonzero(used)
         order = slots[np.argsort(self.entered[slots], kind="stable")].tolist()
