@@ -87,19 +87,18 @@ class Chains:
 
     @classmethod
     def build(cls, flows: Flows, cont: np.ndarray, gate_left: list[int]) -> Chains | None:
-        """The streams of ``flows`` (``cont[i]``: the flow continuing flow i's stream, -1
-        for none) in families, or None when the plan is outside what chunks handle
+        """The streams of ``flows`` (``cont[i]``, intp: the flow continuing flow i's stream,
+        -1 for none) in families, or None when the plan is outside what chunks handle
         (module docstring)."""
         if not gate_left or flows.opens is None:
             return None
-        cont_a = np.asarray(cont, dtype=np.intp)
-        n = cont_a.size
-        linked = np.flatnonzero(cont_a >= 0)
+        n = cont.size
+        linked = np.flatnonzero(cont >= 0)
         if linked.size == 0:
             return None
         # each stream piece's first piece and position, by pointer jumping
         ptr = np.arange(n)
-        ptr[cont_a[linked]] = linked
+        ptr[cont[linked]] = linked
         depth = (ptr != np.arange(n)).astype(np.intp)
         while True:
             up = ptr[ptr]
@@ -109,7 +108,7 @@ class Chains:
             ptr = up
         in_chain = np.zeros(n, dtype=bool)
         in_chain[linked] = True
-        in_chain[cont_a[linked]] = True
+        in_chain[cont[linked]] = True
         node = np.flatnonzero(in_chain)
         order = node[np.lexsort((depth[node], ptr[node]))]  # stream by stream, in order
         first = np.flatnonzero(np.r_[True, ptr[order[1:]] != ptr[order[:-1]]])
@@ -126,7 +125,7 @@ class Chains:
                 continue
             j = np.flatnonzero(links >= 0)
             j = j[in_chain[links[j]]]
-            j = j[cont_a[links[j]] != j]
+            j = j[cont[links[j]] != j]
             if waits is None or np.any(waits[j] != opens[links[j]]):
                 return None
         n_chains = first.size
