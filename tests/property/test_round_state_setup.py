@@ -1,7 +1,9 @@
-"""Two set-up steps of a round on the network clock, against what they replace: the
+"""Set-up steps of a round on the network clock, against what they replace: the
 families of streams (rows of gates, :func:`~sim.engine.netclock.chains._distinct_rows`
-against ``np.unique(axis=0)``) and each flow's next piece on its connection
-(:func:`~sim.engine.netclock.round_state._single_follower`)."""
+against ``np.unique(axis=0)``), each flow's next piece on its connection
+(:func:`~sim.engine.netclock.round_state._single_follower`) and the one flow after each
+(:func:`~sim.engine.netclock.round_state._follower_or_none`, against the CSR index it
+stands in for)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from sim.engine.netclock.chains import _distinct_rows
-from sim.engine.netclock.round_state import _single_follower
+from sim.engine.netclock.round_state import _follower_or_none, _Index, _single_follower
 
 
 @st.composite
@@ -63,3 +65,16 @@ def test_single_follower_inverts_previous_or_refuses_two_followers(previous: lis
     for i in range(n):
         j = np.flatnonzero(prev == i)
         assert follower[i] == (j[0] if j.size else -1)
+
+
+@given(PREVIOUS)
+def test_the_one_flow_after_each_is_the_index_of_after_or_none(after: list[int]) -> None:
+    keys = np.array(after, dtype=np.intp)
+    n = keys.size
+    index = _Index(keys, n)
+    follower = _follower_or_none(keys, n)
+    if any(len(index.of(i)) > 1 for i in range(n)):
+        assert follower is None
+        return
+    assert follower is not None
+    assert follower.tolist() == [(index.of(i) or [-1])[0] for i in range(n)]

@@ -364,11 +364,7 @@ class NetworkClock:
         """``pieces`` of a stream ended inside a chunk, each followed by the next piece
         in the same flow: counted as sent, ended and delivered (what the next piece
         releases is the chunk's own business)."""
-        cont = state.cont
-        assert cont is not None
-        for i in pieces:
-            following = cont.item(i)
-            ready.extend(j for j in state.ended(i, True) if j != following)
+        state.ended_inside(pieces, ready)
         self.messages += len(pieces)
         self.net.count_continued(len(pieces))
 

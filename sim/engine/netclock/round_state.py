@@ -54,6 +54,9 @@ class RoundState:
             waiting = flows.waits >= 0
             need[waiting] += gate_left[flows.waits[waiting]] > 0
         self._next = _Index(self.after, n)
+        #: next_one[i]: the one flow after i (-1: none), where no flow has two (as in
+        #: every butterfly: a reply after its request); None: read :attr:`_next`
+        self._next_one: np.ndarray | None = _follower_or_none(self.after, n)
         need += self.after >= 0
         self.previous = np.full(n, -1, dtype=np.intp) if flows.previous is None else flows.previous
         #: next_piece[i]: the flow whose ``previous`` is i (-1: none; at most one each)
@@ -241,47 +244,67 @@ class RoundState:
 
     def ended(self, i: int, ok: bool) -> list[int]:
         """Count flow ``i`` as ended (``ok``: delivered); the flows that may start now."""
+        ready: list[int] = []
+        self._count_ends((i,), ok, ready, None)
+        return ready
+
+    def ended_inside(self, pieces: list[int], ready: list[int]) -> None:
+        """:meth:`ended` of each of ``pieces`` as delivered, in order: pieces of a stream
+        that ended inside a chunk, each followed in the same flow by its continuation
+        (:attr:`cont`). What they release, less those continuations (the chunk carries
+        them), is appended to ``ready``."""
+        self._count_ends(pieces, True, ready, self.cont)
+
+    def _count_ends(self, flows: Any, ok: bool, ready: list[int], cont: np.ndarray | None) -> None:
+        """:meth:`ended` of each of ``flows`` in order, what they release appended to
+        ``ready``, less each one's continuation ``cont[i]`` where ``cont`` is given."""
         delivered = self.plan.delivered
         assert delivered is not None
-        delivered[i] = ok
-        self.left -= 1
-        if self.left == 0:
-            self.done.succeed()
-        ready: list[int] = []
-        need, lazy = self.need, self.lazy
-        opens = self.opens
-        if opens is not None:
-            gate = opens.item(i)
-            if gate >= 0:
-                gate_left = self.gate_left
-                gate_left[gate] -= 1
-                if gate_left[gate] == 0:
-                    if self.chains is not None:
-                        self.chains.gate_opened(gate)
-                    for j in self._behind.of(gate):
-                        need[j] -= 1
-                        if need[j] == 0:
-                            ready.append(j)
-                        elif lazy is not None and need[j] == 1 and lazy[j]:
-                            self._keep_for(j)
-        for j in self._next.of(i):  # the flows after i
-            if not ok:
-                self.broken[j] = True
-            need[j] -= 1
-            if need[j] == 0:
-                ready.append(j)
-            elif lazy is not None and need[j] == 1 and lazy[j]:
-                self._keep_for(j)
-        next_piece = self.next_piece
-        if next_piece is not None:
-            j = next_piece.item(i)
-            if j >= 0:
+        need, lazy, opens = self.need, self.lazy, self.opens
+        next_one, next_piece = self._next_one, self.next_piece
+        for i in flows:
+            delivered[i] = ok
+            self.left -= 1
+            if self.left == 0:
+                self.done.succeed()
+            skip = cont.item(i) if cont is not None else -1  # never a flow
+            if opens is not None:
+                gate = opens.item(i)
+                if gate >= 0:
+                    gate_left = self.gate_left
+                    gate_left[gate] -= 1
+                    if gate_left[gate] == 0:
+                        if self.chains is not None:
+                            self.chains.gate_opened(gate)
+                        for j in self._behind.of(gate):
+                            need[j] -= 1
+                            if need[j] == 0:
+                                if j != skip:
+                                    ready.append(j)
+                            elif lazy is not None and need[j] == 1 and lazy[j]:
+                                self._keep_for(j)
+            if next_one is None:
+                after = self._next.of(i)  # the flows after i
+            else:
+                j = next_one.item(i)
+                after = (j,) if j >= 0 else ()
+            for j in after:
                 if not ok:
                     self.broken[j] = True
                 need[j] -= 1
                 if need[j] == 0:
-                    ready.append(j)
-        return ready
+                    if j != skip:
+                        ready.append(j)
+                elif lazy is not None and need[j] == 1 and lazy[j]:
+                    self._keep_for(j)
+            if next_piece is not None:
+                j = next_piece.item(i)
+                if j >= 0:
+                    if not ok:
+                        self.broken[j] = True
+                    need[j] -= 1
+                    if need[j] == 0 and j != skip:
+                        ready.append(j)
 
 
 class ReplyChunk:
@@ -307,15 +330,24 @@ class ReplyChunk:
         return pieces_through(self.cum, 0.0, self.done, len(self.pieces) - 1, moved, failed)
 
 
+def _follower_or_none(after: np.ndarray, n: int) -> np.ndarray | None:
+    """(n,) the flow j with ``after[j] == i`` for each flow i, -1 for none; None where a
+    flow has two such flows."""
+    j = np.flatnonzero(after >= 0)
+    i = after[j]
+    if i.size and np.bincount(i, minlength=n).max() > 1:
+        return None
+    follower = np.full(n, -1, dtype=np.intp)
+    follower[i] = j
+    return follower
+
+
 def _single_follower(previous: np.ndarray, n: int) -> np.ndarray:
     """(n,) the flow j with ``previous[j] == i`` for each flow i, -1 for none; a flow is
     the previous piece of one flow at most (a connection is one sequence of pieces)."""
-    j = np.flatnonzero(previous >= 0)
-    i = previous[j]
-    if i.size and np.bincount(i, minlength=n).max() > 1:  # O(n), not a sort as np.unique
+    follower = _follower_or_none(previous, n)
+    if follower is None:
         raise ValueError("Flows.previous: a flow is the previous piece of two flows")
-    follower = np.full(n, -1, dtype=np.intp)
-    follower[i] = j
     return follower
 
 
