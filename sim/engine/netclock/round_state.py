@@ -6,7 +6,7 @@ of replies in flight (:class:`ReplyChunk`)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -283,8 +283,9 @@ class RoundState:
                                     ready.append(j)
                             elif lazy is not None and need[j] == 1 and lazy[j]:
                                 self._keep_for(j)
+            after: Sequence[int]  # the flows after i
             if next_one is None:
-                after = self._next.of(i)  # the flows after i
+                after = self._next.of(i)
             else:
                 j = next_one.item(i)
                 after = (j,) if j >= 0 else ()
