@@ -1,9 +1,9 @@
 """Set-up steps of a round on the network clock, against what they replace: the
 families of streams (rows of gates, :func:`~sim.engine.netclock.chains._distinct_rows`
 against ``np.unique(axis=0)``), each flow's next piece on its connection
-(:func:`~sim.engine.netclock.round_state._single_follower`) and the one flow after each
-(:func:`~sim.engine.netclock.round_state._follower_or_none`, against the CSR index it
-stands in for)."""
+(:func:`~sim.engine.netclock.round_state._single_follower`) and the flows after each
+(:func:`~sim.engine.netclock.round_state._followers`, against the CSR index it stands in
+for)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from sim.engine.netclock.chains import _distinct_rows
-from sim.engine.netclock.round_state import _follower_or_none, _Index, _single_follower
+from sim.engine.netclock.round_state import _followers, _Index, _single_follower
 
 
 @st.composite
@@ -67,14 +67,17 @@ def test_single_follower_inverts_previous_or_refuses_two_followers(previous: lis
         assert follower[i] == (j[0] if j.size else -1)
 
 
-@given(PREVIOUS)
-def test_the_one_flow_after_each_is_the_index_of_after_or_none(after: list[int]) -> None:
+@given(PREVIOUS, st.integers(1, 3))
+def test_the_flows_after_each_are_the_index_of_after_or_none(after: list[int], most: int) -> None:
     keys = np.array(after, dtype=np.intp)
     n = keys.size
     index = _Index(keys, n)
-    follower = _follower_or_none(keys, n)
-    if any(len(index.of(i)) > 1 for i in range(n)):
-        assert follower is None
+    followers = _followers(keys, n, most)
+    if any(len(index.of(i)) > most for i in range(n)):
+        assert followers is None
         return
-    assert follower is not None
-    assert follower.tolist() == [(index.of(i) or [-1])[0] for i in range(n)]
+    assert followers is not None
+    assert followers.shape == (n, most)
+    for i in range(n):
+        listed = index.of(i)
+        assert followers[i].tolist() == listed + [-1] * (most - len(listed))

@@ -54,9 +54,10 @@ class RoundState:
             waiting = flows.waits >= 0
             need[waiting] += gate_left[flows.waits[waiting]] > 0
         self._next = _Index(self.after, n)
-        #: next_one[i]: the one flow after i (-1: none), where no flow has two (as in
-        #: every butterfly: a reply after its request); None: read :attr:`_next`
-        self._next_one: np.ndarray | None = _follower_or_none(self.after, n)
+        #: nexts[i]: the flows after i, -1 padded, where no flow has more than two (a
+        #: butterfly's request: the next piece of its stream and its reply); None: read
+        #: :attr:`_next`
+        self._nexts: np.ndarray | None = _followers(self.after, n, 2)
         need += self.after >= 0
         self.previous = np.full(n, -1, dtype=np.intp) if flows.previous is None else flows.previous
         #: next_piece[i]: the flow whose ``previous`` is i (-1: none; at most one each)
@@ -261,7 +262,7 @@ class RoundState:
         delivered = self.plan.delivered
         assert delivered is not None
         need, lazy, opens = self.need, self.lazy, self.opens
-        next_one, next_piece = self._next_one, self.next_piece
+        nexts, next_piece = self._nexts, self.next_piece
         for i in flows:
             delivered[i] = ok
             self.left -= 1
@@ -284,11 +285,11 @@ class RoundState:
                             elif lazy is not None and need[j] == 1 and lazy[j]:
                                 self._keep_for(j)
             after: Sequence[int]  # the flows after i
-            if next_one is None:
+            if nexts is None:
                 after = self._next.of(i)
             else:
-                j = next_one.item(i)
-                after = (j,) if j >= 0 else ()
+                j, k = nexts.item(i, 0), nexts.item(i, 1)
+                after = () if j < 0 else (j,) if k < 0 else (j, k)
             for j in after:
                 if not ok:
                     self.broken[j] = True
@@ -331,25 +332,27 @@ class ReplyChunk:
         return pieces_through(self.cum, 0.0, self.done, len(self.pieces) - 1, moved, failed)
 
 
-def _follower_or_none(after: np.ndarray, n: int) -> np.ndarray | None:
-    """(n,) the flow j with ``after[j] == i`` for each flow i, -1 for none; None where a
-    flow has two such flows."""
+def _followers(after: np.ndarray, n: int, most: int) -> np.ndarray | None:
+    """(n, most): the flows j with ``after[j] == i`` for each flow i, in flow order, then
+    -1s; None where a flow has more than ``most`` such flows."""
     j = np.flatnonzero(after >= 0)
     i = after[j]
-    if i.size and np.bincount(i, minlength=n).max() > 1:
+    if i.size and np.bincount(i, minlength=n).max() > most:
         return None
-    follower = np.full(n, -1, dtype=np.intp)
-    follower[i] = j
-    return follower
+    order = np.argsort(i, kind="stable")  # by i, each one's flows in flow order
+    i, j = i[order], j[order]
+    followers = np.full((n, most), -1, dtype=np.intp)
+    followers[i, np.arange(i.size) - np.searchsorted(i, i)] = j
+    return followers
 
 
 def _single_follower(previous: np.ndarray, n: int) -> np.ndarray:
     """(n,) the flow j with ``previous[j] == i`` for each flow i, -1 for none; a flow is
     the previous piece of one flow at most (a connection is one sequence of pieces)."""
-    follower = _follower_or_none(previous, n)
+    follower = _followers(previous, n, 1)
     if follower is None:
         raise ValueError("Flows.previous: a flow is the previous piece of two flows")
-    return follower
+    return follower[:, 0]
 
 
 def _in_flight(flow: Flow) -> bool:
