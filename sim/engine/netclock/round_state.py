@@ -53,11 +53,11 @@ class RoundState:
             self._behind = _Index(flows.waits, n_gates)
             waiting = flows.waits >= 0
             need[waiting] += gate_left[flows.waits[waiting]] > 0
-        self._next = _Index(self.after, n)
         #: nexts[i]: the flows after i, -1 padded, where no flow has more than two (a
-        #: butterfly's request: the next piece of its stream and its reply); None: read
-        #: :attr:`_next`
+        #: butterfly's request: the next piece of its stream and its reply); else None
+        #: and the index ``_next`` lists them
         self._nexts: np.ndarray | None = _followers(self.after, n, 2)
+        self._next: _Index | None = None if self._nexts is not None else _Index(self.after, n)
         need += self.after >= 0
         self.previous = np.full(n, -1, dtype=np.intp) if flows.previous is None else flows.previous
         #: next_piece[i]: the flow whose ``previous`` is i (-1: none; at most one each)
@@ -269,6 +269,7 @@ class RoundState:
             if self.left == 0:
                 self.done.succeed()
             skip = cont.item(i) if cont is not None else -1  # never a flow
+            behind: Sequence[int] = ()  # the flows behind i's gate, if it opens now
             if opens is not None:
                 gate = opens.item(i)
                 if gate >= 0:
@@ -277,28 +278,25 @@ class RoundState:
                     if gate_left[gate] == 0:
                         if self.chains is not None:
                             self.chains.gate_opened(gate)
-                        for j in self._behind.of(gate):
-                            need[j] -= 1
-                            if need[j] == 0:
-                                if j != skip:
-                                    ready.append(j)
-                            elif lazy is not None and need[j] == 1 and lazy[j]:
-                                self._keep_for(j)
+                        behind = self._behind.of(gate)
             after: Sequence[int]  # the flows after i
             if nexts is None:
+                assert self._next is not None
                 after = self._next.of(i)
             else:
                 j, k = nexts.item(i, 0), nexts.item(i, 1)
                 after = () if j < 0 else (j,) if k < 0 else (j, k)
-            for j in after:
-                if not ok:
+            if not ok:
+                for j in after:
                     self.broken[j] = True
-                need[j] -= 1
-                if need[j] == 0:
-                    if j != skip:
-                        ready.append(j)
-                elif lazy is not None and need[j] == 1 and lazy[j]:
-                    self._keep_for(j)
+            for waiting in (behind, after):
+                for j in waiting:
+                    need[j] -= 1
+                    if need[j] == 0:
+                        if j != skip:
+                            ready.append(j)
+                    elif lazy is not None and need[j] == 1 and lazy[j]:
+                        self._keep_for(j)
             if next_piece is not None:
                 j = next_piece.item(i)
                 if j >= 0:
