@@ -6,7 +6,7 @@ of replies in flight (:class:`ReplyChunk`)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -256,7 +256,9 @@ class RoundState:
         them), is appended to ``ready``."""
         self._count_ends(pieces, True, ready, self.cont)
 
-    def _count_ends(self, flows: Any, ok: bool, ready: list[int], cont: np.ndarray | None) -> None:
+    def _count_ends(
+        self, flows: Iterable[int], ok: bool, ready: list[int], cont: np.ndarray | None
+    ) -> None:
         """:meth:`ended` of each of ``flows`` in order, what they release appended to
         ``ready``, less each one's continuation ``cont[i]`` where ``cont`` is given."""
         delivered = self.plan.delivered
