@@ -169,19 +169,15 @@ class CompiledCore:
             self._pop_chain = _direct(call)
         if n == 0:
             return [], [], [], now
+        slots: list[Any]  # ints: each one's flow is in flow_of
+        if n == 1:  # most wake-ups where every piece is an event: no slices
+            slots, when, quiet = [self.due.item(0)], [self.when.item(0)], [self.quiet.item(0)]
+        else:
+            slots, when = self.due[:n].tolist(), self.when[:n].tolist()
+            quiet = self.quiet[:n].tolist()
         flow_of, free = self.flow_of, self.free
-        if n == 1:  # most wake-ups where every piece is an event: no slices, no loop
-            slot = self.due.item(0)
-            flow: Any = flow_of[slot]
-            if flow.keep:
-                flow.parked = True
-            else:
-                flow_of[slot] = None
-                flow.slot = -1
-                free.append(slot)
-            return [flow], [self.when.item(0)], [self.quiet.item(0)], last
         flows: list[Any] = []
-        for slot in self.due[:n].tolist():  # _release, inlined
+        for slot in slots:  # _release, inlined
             flow = flow_of[slot]
             flows.append(flow)
             if flow.keep:  # a stream's piece stays, parked (its slot and place)
@@ -190,7 +186,7 @@ class CompiledCore:
                 flow_of[slot] = None
                 flow.slot = -1
                 free.append(slot)
-        return flows, self.when[:n].tolist(), self.quiet[:n].tolist(), last
+        return flows, when, quiet, last
 
     def refill(self, flow: Flow, key: int, now: float) -> None:
         """The parked ``flow`` carries its next piece (``remaining`` bytes) from now, at
