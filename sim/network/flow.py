@@ -77,7 +77,9 @@ class Flow(Share):
         #: (:meth:`FlowNetwork.join_latch`)
         self.latch = -1
         self.quiet: Callable[[Flow], None] | None = None
-        self.loud: Callable[[Flow, simpy.Event], None] | None = None
+        #: loud: told ``loud(flow, ok)`` when the flow ends, if it has not ended quietly
+        #: (:meth:`FlowNetwork.notify`)
+        self.loud: Callable[[Flow, bool], None] | None = None
         self._done: simpy.Event | None = None
 
     @property
@@ -89,16 +91,22 @@ class Flow(Share):
         return event
 
     def settled(self) -> simpy.Event:
-        """:attr:`done`, about to be settled: with the latch's ``loud`` callback
-        (:meth:`FlowNetwork.join_latch`) attached first if the flow has one."""
+        """:attr:`done`, about to be settled: with the ``loud`` callback
+        (:meth:`FlowNetwork.join_latch`, :meth:`FlowNetwork.notify`) attached if the
+        flow has one."""
         event = self.done
         loud = self.loud
         # a settled flow is never quiet: drop both callbacks, which hold the caller's
         # round (a failed flow's event holds the flow in a cycle, through FlowFailed)
         self.quiet = self.loud = None
         if loud is not None:
-            event.callbacks.append(partial(loud, self))
+            event.callbacks.append(partial(tell_loud, loud, self))
         return event
 
     def __repr__(self) -> str:
         return f"Flow(id={self.id}, {self.src}->{self.dst}, {self.nbytes:g} B, {self.phase})"
+
+
+def tell_loud(loud: Callable[[Flow, bool], None], flow: Flow, event: simpy.Event) -> None:
+    """``done``'s callback for a flow's ``loud``: whether it completed."""
+    loud(flow, event.ok)

@@ -324,7 +324,10 @@ class FlowNetwork(Streams):
         """The flows due now complete; on the compiled core, so do those of the next
         instants whose completions are all quiet (:meth:`join_latch`) while nothing
         else happens before them (their instants are before the simulation's next
-        event): one wake-up instead of one per instant, with the same results."""
+        event): one wake-up instead of one per instant, with the same results. With
+        nothing else at this instant, the loud ends (:meth:`notify`) are told directly
+        once all have completed, until one needs its ``done`` event: SimPy would have
+        processed their events next, in this order."""
         if event.value != self._wake_version:
             return  # superseded by an earlier wake-up
         self._wake_at = math.inf
@@ -342,13 +345,21 @@ class FlowNetwork(Streams):
             into[flow.dst] += nbytes
         self.flows_completed += len(due)
         self._schedule_wake(last)  # as the last instant's own wake-up would have
+        told: list[Flow] = []  # loud ends told directly (notify), in completion order
         for flow, q in zip(due, quiet, strict=True):
             if q and inline:
                 quiet_end = flow.quiet
                 flow.quiet = flow.loud = None  # they hold the caller's round (see settled)
                 quiet_end(flow)  # type: ignore[misc]
-            else:
+            elif inline and flow._done is None and flow.loud is not None:
+                told.append(flow)
+            else:  # an event: the loud ends after it go through SimPy too, in order
+                inline = False
                 flow.settled().succeed(now)
+        for flow in told:  # where SimPy would process their events: after this one
+            loud = flow.loud
+            flow.quiet = flow.loud = None
+            loud(flow, True)  # type: ignore[misc]
 
     # -- bookkeeping ---------------------------------------------------------------------
     def _schedule_wake(self, since: float) -> None:

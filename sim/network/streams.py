@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import cast
 
 import numpy as np
@@ -21,7 +22,7 @@ import simpy
 
 from sim.network import compiled
 from sim.network.faults import NetworkError
-from sim.network.flow import BANDWIDTH, DONE, FAILED, Flow
+from sim.network.flow import BANDWIDTH, DONE, FAILED, Flow, tell_loud
 from sim.network.general import GeneralCore
 
 
@@ -106,7 +107,7 @@ class Streams:
         flow: Flow,
         latch: int,
         quiet: Callable[[Flow], None],
-        loud: Callable[[Flow, simpy.Event], None],
+        loud: Callable[[Flow, bool], None],
     ) -> bool:
         """Count the in-flight ``flow`` on ``latch`` (from :meth:`latches`) until it ends;
         whether it does (not on the general core, nor a stream's piece, nor a flow that
@@ -119,8 +120,8 @@ class Streams:
         without a wake-up each, as long as every flow completing there is quiet and no
         other event comes first. The caller promises that such a completion starts
         nothing and that nothing else waits for ``done``: its ``quiet`` only records
-        it. The last flow of a latch to end and a failure settle ``done`` as usual,
-        with ``loud(flow, event)`` as its first callback. Times, counts and order are
+        it. The last flow of a latch to end and a failure are told to
+        ``loud(flow, ok)`` as :meth:`notify` tells them. Times, counts and order are
         those of the usual path."""
         left = self._latch_left
         if left is None or latch < 0 or flow.keep:
@@ -133,6 +134,20 @@ class Streams:
             core = cast(compiled.CompiledCore, self._core)
             core.latch_of[flow.slot] = latch
         return True
+
+    def notify(self, flow: Flow, loud: Callable[[Flow, bool], None]) -> None:
+        """Call ``loud(flow, ok)`` when the in-flight ``flow`` ends (``ok``: it
+        completed), as a callback of ``done`` would be called, without making ``done``
+        where nobody asks for it: a completion in a wake-up with nothing else at its
+        instant is told directly, after the wake-up's completions, in completion order
+        (as SimPy would process their events; :meth:`_on_wake`). The caller promises
+        that ``loud`` starts and interrupts no SimPy process (whose urgent events would
+        come before the next completion's call there). A flow whose ``done`` exists, or
+        that has ended already, is told by ``done``'s callback."""
+        if flow._done is not None or flow.phase is DONE or flow.phase is FAILED:
+            flow.done.callbacks.append(partial(tell_loud, loud, flow))
+        else:
+            flow.loud = loud
 
     def keep_stream(self, flow: Flow) -> None:
         """From now on the in-flight ``flow`` opens a stream, as if sent with

@@ -92,9 +92,9 @@ class Recording(NetworkClock):
         self.ends[i] = float(self.env.now)
         super()._on_refused(i, state, event)
 
-    def _on_end(self, i: int, state: Any, event: Any) -> None:
+    def _ended(self, i: int, state: Any, ok: bool) -> None:
         self.ends[i] = float(self.env.now)
-        super()._on_end(i, state, event)
+        super()._ended(i, state, ok)
 
 
 def send_round(case: dict[str, Any], one_shot: bool) -> dict[str, Any]:

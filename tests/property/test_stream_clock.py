@@ -146,6 +146,15 @@ class Recording(NetworkClock):
                 self.ties.add(i)
         super()._on_end(i, state, event)
 
+    def _on_loud(self, state: Any, flow: Any, ok: bool) -> None:
+        # told without an event (FlowNetwork.notify): a failure that is no timeout is a
+        # preemption
+        i = flow.tag
+        self.ends[i] = float(self.env.now)
+        if not ok and not state.plan.timed_out[i] and flow.bytes_sent >= flow.nbytes * (1 - 1e-9):
+            self.ties.add(i)
+        super()._on_loud(state, flow, ok)
+
     def _on_quiet(self, state: Any, flow: Any) -> None:
         self.ends[flow.tag] = float(flow.end_s)  # no event of its own: env.now may be earlier
         super()._on_quiet(state, flow)

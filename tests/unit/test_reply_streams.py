@@ -47,9 +47,9 @@ class Ends(NetworkClock):
             self.inside.update(run.pieces[:-1])
         super()._on_replies(run, state, event)
 
-    def _on_end(self, i: int, state: Any, event: Any) -> None:
+    def _ended(self, i: int, state: Any, ok: bool) -> None:
         self.ends[i] = float(self.env.now)
-        super()._on_end(i, state, event)
+        super()._ended(i, state, ok)
 
     def _on_quiet(self, state: Any, flow: Flow) -> None:
         self.ends[flow.tag] = float(flow.end_s)

@@ -248,12 +248,12 @@ class NetworkClock:
             run.flow = flow
             state.reply_chunks[id(run)] = run  # type: ignore[index]
             flow.done.callbacks.append(partial(self._on_replies, run, state))
-        elif not (
-            state.ends is not None
-            and (latch := state.latch.item(i)) >= 0
-            and self.net.join_latch(flow, latch, *state.ends)
-        ):
+        elif state.ends is None:
             flow.done.callbacks.append(partial(self._on_end, i, state))
+        else:
+            latch = state.latch.item(i)
+            if latch < 0 or not self.net.join_latch(flow, latch, *state.ends):
+                self.net.notify(flow, state.ends[1])  # told without an event where it can
         if state.timeout_s is not None:  # none on a chunk's pieces (Chains.build)
             limit = state.timeout_s.item(i)
             if limit < math.inf:
@@ -391,19 +391,24 @@ class NetworkClock:
         self._release(state.ended(i, False), state)
 
     def _on_end(self, i: int, state: RoundState, event: Any) -> None:
+        self._ended(i, state, bool(event.ok))
+
+    def _ended(self, i: int, state: RoundState, ok: bool) -> None:
+        """The round's flow i ended (``ok``: delivered): release what may start."""
         cont = state.cont
-        if not event.ok and cont is not None:
+        if not ok and cont is not None:
             state.open.pop(cont.item(i), None)
         elif state.gated_pred is not None:
             state.mark_end(i, self.env.now)
-        self._release(state.ended(i, bool(event.ok)), state)
+        self._release(state.ended(i, ok), state)
         if cont is not None:
             self._close_unsent(cont.item(i), state)
 
-    def _on_loud(self, state: RoundState, flow: Flow, event: Any) -> None:
-        """A flow counted on a latch ended as an event (the last of its latch, or
-        failed): :meth:`_on_end` of the round's flow ``flow.tag``."""
-        self._on_end(flow.tag, state, event)
+    def _on_loud(self, state: RoundState, flow: Flow, ok: bool) -> None:
+        """A flow of the round ended, other than quietly (the last of its latch, failed,
+        or on no latch; :meth:`~sim.network.FlowNetwork.notify`): :meth:`_ended` of the
+        round's flow ``flow.tag``."""
+        self._ended(flow.tag, state, ok)
 
     def _on_quiet(self, state: RoundState, flow: Flow) -> None:
         """The round's flow ``flow.tag`` completed quietly: others of its latch are in

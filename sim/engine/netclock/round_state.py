@@ -94,7 +94,7 @@ class RoundState:
         self._latches: tuple[int, int] | None = None
         #: what a flow on a latch calls when it ends quietly and otherwise
         #: (:meth:`take_latches`; None: no latches)
-        self.ends: tuple[Callable[[Flow], None], Callable[[Flow, simpy.Event], None]] | None = None
+        self.ends: tuple[Callable[[Flow], None], Callable[[Flow, bool], None]] | None = None
         #: lazy[j]: continuation j waits for more than the piece before it (a gate): that
         #: piece is sent kept only once j waits for it alone, and ``keep_stream`` keeps
         #: it when that happens in flight (None: no such continuation)
@@ -128,7 +128,7 @@ class RoundState:
         self,
         net: FlowNetwork,
         on_quiet: Callable[[Flow], None],
-        on_loud: Callable[[Flow, simpy.Event], None],
+        on_loud: Callable[[Flow, bool], None],
     ) -> None:
         """Reserve the round's latches in ``net`` and say which flow counts on which
         (:attr:`latch`): a latch per gate and one for the round; ``on_quiet`` records a
