@@ -138,17 +138,8 @@ class Recording(NetworkClock):
     #: replies that ended inside a chunk of replies (no event of their own)
     inside: set[int]
 
-    def _on_end(self, i: int, state: Any, event: Any) -> None:
-        self.ends[i] = float(self.env.now)
-        if not event.ok:
-            failed = event.value.flow
-            if event.value.peer >= 0 and failed.bytes_sent >= failed.nbytes * (1 - 1e-9):
-                self.ties.add(i)
-        super()._on_end(i, state, event)
-
     def _on_loud(self, state: Any, flow: Any, ok: bool) -> None:
-        # told without an event (FlowNetwork.notify): a failure that is no timeout is a
-        # preemption
+        # a failure that is no timeout is a preemption
         i = flow.tag
         self.ends[i] = float(self.env.now)
         if not ok and not state.plan.timed_out[i] and flow.bytes_sent >= flow.nbytes * (1 - 1e-9):
@@ -163,22 +154,22 @@ class Recording(NetworkClock):
         self.ends[i] = float(self.env.now)
         super()._on_refused(i, state, event)
 
-    def _on_replies(self, run: Any, state: Any, event: Any) -> None:
+    def _on_replies(self, run: Any, state: Any, flow: Any, ok: bool) -> None:
         # a chunk of replies: its last piece's end (or its failing piece's) is an event;
         # the pieces that ended inside it are not, and are listed in ``inside``
-        stop = len(run.pieces) - 1 if event.ok else run.through(run.flow.bytes_sent, True)
+        stop = len(run.pieces) - 1 if ok else run.through(run.flow.bytes_sent, True)
         self.ends[run.pieces[stop]] = float(self.env.now)
         self.inside.update(run.pieces[:stop])
-        super()._on_replies(run, state, event)
+        super()._on_replies(run, state, flow, ok)
 
-    def _on_chunk(self, c: int, state: Any, event: Any) -> None:
+    def _on_chunk(self, c: int, state: Any, flow: Any, ok: bool) -> None:
         # a chunk's end is its last piece's end (or its failing piece's); the pieces
         # that ended inside it are no event and are not recorded
         chains = state.chains
-        flow = chains.flow[c]
-        stop = chains.last[c] if event.ok else chains.ended_by(c, flow.bytes_sent, failed=True)
+        assert flow is chains.flow[c]
+        stop = chains.last[c] if ok else chains.ended_by(c, flow.bytes_sent, failed=True)
         self.ends[chains.pieces[c][stop]] = float(self.env.now)
-        super()._on_chunk(c, state, event)
+        super()._on_chunk(c, state, flow, ok)
 
 
 def run_round(
@@ -356,9 +347,9 @@ class CountingChunks(Recording):
     chunk_ends = 0
     cuts = 0
 
-    def _on_chunk(self, c: int, state: Any, event: Any) -> None:
+    def _on_chunk(self, c: int, state: Any, flow: Any, ok: bool) -> None:
         self.chunk_ends += 1
-        super()._on_chunk(c, state, event)
+        super()._on_chunk(c, state, flow, ok)
 
     def _cut(self, c: int, last: int, state: Any, chains: Any) -> None:
         self.cuts += 1

@@ -41,11 +41,11 @@ class Ends(NetworkClock):
         self.ends: dict[int, float] = {}
         self.inside: set[int] = set()
 
-    def _on_replies(self, run: Any, state: Any, event: Any) -> None:
-        if event.ok:
+    def _on_replies(self, run: Any, state: Any, flow: Any, ok: bool) -> None:
+        if ok:
             self.ends[run.pieces[-1]] = float(self.env.now)
             self.inside.update(run.pieces[:-1])
-        super()._on_replies(run, state, event)
+        super()._on_replies(run, state, flow, ok)
 
     def _ended(self, i: int, state: Any, ok: bool) -> None:
         self.ends[i] = float(self.env.now)

@@ -124,10 +124,9 @@ class NetworkClock:
         watched = self.net.sends_watched
         chunks = self.chunks and not watched
         state = RoundState(plan, flows, done, self.streams, chunks, self.net.keep_stream)
+        state.loud = partial(self._on_loud, state)
         if self.quiet and not watched:
-            state.take_latches(
-                self.net, partial(self._on_quiet, state), partial(self._on_loud, state)
-            )
+            state.take_latches(self.net, partial(self._on_quiet, state), state.loud)
         roots = state.roots()
         start_s = self.delay_s[flows.src[roots]] if flows.start_s is None else flows.start_s[roots]
         for at in np.unique(start_s).tolist():
@@ -243,24 +242,23 @@ class NetworkClock:
             state.open[cont] = flow
         if chains is not None and c >= 0:
             chains.flow[c] = flow
-            flow.done.callbacks.append(partial(self._on_chunk, c, state))
+            self.net.notify(flow, partial(self._on_chunk, c, state))
         elif run is not None:
             run.flow = flow
             state.reply_chunks[id(run)] = run  # type: ignore[index]
-            flow.done.callbacks.append(partial(self._on_replies, run, state))
-        elif state.ends is None:
-            flow.done.callbacks.append(partial(self._on_end, i, state))
-        else:
-            latch = state.latch.item(i)
-            if latch < 0 or not self.net.join_latch(flow, latch, *state.ends):
-                self.net.notify(flow, state.ends[1])  # told without an event where it can
+            self.net.notify(flow, partial(self._on_replies, run, state))
+        else:  # counted on its latch, else told when it ends (FlowNetwork.notify)
+            ends = state.ends
+            latch = -1 if ends is None else state.latch.item(i)
+            if latch < 0 or not self.net.join_latch(flow, latch, *ends):  # type: ignore[misc]
+                self.net.notify(flow, state.loud)  # type: ignore[arg-type]
         if state.timeout_s is not None:  # none on a chunk's pieces (Chains.build)
             limit = state.timeout_s.item(i)
             if limit < math.inf:
                 timer = self.env.timeout(limit)
                 timer.callbacks.append(partial(self._on_timeout, i, flow, flow.id, state))
 
-    def _on_chunk(self, c: int, state: RoundState, event: Any) -> None:
+    def _on_chunk(self, c: int, state: RoundState, _flow: Flow, ok: bool) -> None:
         """Stream c's chunk ended (its last piece went through, or it failed): count its
         family's pieces that ended meanwhile, then its own, move the family's frontier
         and release what may start."""
@@ -269,7 +267,7 @@ class NetworkClock:
         ready: list[int] = []
         self._catch_up_family(c, state, chains, ready)
         pieces, flow, last = chains.pieces[c], chains.flow[c], chains.last[c]
-        if event.ok:
+        if ok:
             self._continued(c, chains.done[c], last, state, chains, ready)
             ready.extend(state.ended(pieces[last], True))
             chains.done[c] = last + 1
@@ -281,18 +279,18 @@ class NetworkClock:
             ready.extend(state.ended(pieces[stop], False))  # the rest are broken
             chains.done[c] = len(pieces)
         chains.last[c], chains.flow[c] = -1, None
-        if event.ok:
+        if ok:
             state.mark_end(pieces[last], self.env.now)
         self._release(ready, state)
 
-    def _on_replies(self, run: ReplyChunk, state: RoundState, event: Any) -> None:
+    def _on_replies(self, run: ReplyChunk, state: RoundState, _flow: Flow, ok: bool) -> None:
         """A chunk of replies ended (its last piece went through, or it failed): count
         its pieces, as piece by piece would have, and release what may start."""
         ready: list[int] = []
         pieces, last = run.pieces, run.pieces[-1]
         cont = state.cont
         assert cont is not None
-        if event.ok:
+        if ok:
             self._count_replies(run, len(pieces) - 1, state, ready)
             state.mark_end(last, self.env.now)
             ready.extend(state.ended(last, True))
@@ -304,7 +302,7 @@ class NetworkClock:
         del state.reply_chunks[id(run)]  # type: ignore[union-attr]
         run.flow = None
         self._release(ready, state)
-        if event.ok:
+        if ok:
             self._close_unsent(cont.item(last), state)
 
     def _close_unsent(self, j: int, state: RoundState) -> None:
@@ -389,9 +387,6 @@ class NetworkClock:
             self._release(ready, state)
             return
         self._release(state.ended(i, False), state)
-
-    def _on_end(self, i: int, state: RoundState, event: Any) -> None:
-        self._ended(i, state, bool(event.ok))
 
     def _ended(self, i: int, state: RoundState, ok: bool) -> None:
         """The round's flow i ended (``ok``: delivered): release what may start."""

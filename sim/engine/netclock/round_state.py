@@ -95,6 +95,9 @@ class RoundState:
         #: what a flow on a latch calls when it ends quietly and otherwise
         #: (:meth:`take_latches`; None: no latches)
         self.ends: tuple[Callable[[Flow], None], Callable[[Flow, bool], None]] | None = None
+        #: what each flow of the round that is no chunk calls when it ends, other than
+        #: quietly (:meth:`~sim.network.FlowNetwork.notify`; set by the clock)
+        self.loud: Callable[[Flow, bool], None] | None = None
         #: lazy[j]: continuation j waits for more than the piece before it (a gate): that
         #: piece is sent kept only once j waits for it alone, and ``keep_stream`` keeps
         #: it when that happens in flight (None: no such continuation)
@@ -175,13 +178,13 @@ class RoundState:
 
     def give_back_latches(self, net: FlowNetwork) -> None:
         """Free the latches of :meth:`take_latches` (every flow of the round has ended),
-        and drop :attr:`ends`: its callbacks hold this state, a cycle that would keep the
+        and drop :attr:`ends` and :attr:`loud`: they hold this state, a cycle that would keep the
         round's lists (~300 B per flow) alive until the garbage collector's next full
         pass, which the engine's raised thresholds make rare."""
         if self._latches is not None:
             net.free_latches(*self._latches)
             self._latches = None
-        self.ends = None
+        self.ends = self.loud = None
 
     def mark_end(self, i: int, at_s: float) -> None:
         """Flow i completed at ``at_s``: noted if a gated streamed flow follows it."""
