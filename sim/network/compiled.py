@@ -37,7 +37,7 @@ def available() -> bool:
     return _kernels() is not None
 
 
-def _direct(kernel: Any) -> Any:
+def direct(kernel: Any) -> Any:
     """numba's compiled entry point of ``kernel`` once it has exactly one signature
     (else ``kernel`` itself): the same machine code, called without the dispatcher's
     type resolution, which costs ~0.7 µs a call with the state's 15 arrays (a third of
@@ -88,7 +88,7 @@ class CompiledCore:
         self.quiet = np.zeros(self.slots, dtype=np.bool_)
         self.next = math.inf  # the next completion time, as the last kernel left it
         #: the kernels called once per event, each through the dispatcher until its
-        #: first call has compiled (or loaded) its one signature, then :func:`_direct`
+        #: first call has compiled (or loaded) its one signature, then :func:`direct`
         self._pop_chain, self._refill = kernels.pop_chain, kernels.refill
         self._enter_one, self._shorten = kernels.enter_one, kernels.shorten
 
@@ -117,7 +117,7 @@ class CompiledCore:
                 slot, flow.id, flow.nbytes, flow.w, n, res[0], res[n - 1], float(now), self.st
             )
             if call is self.k.enter_one:
-                self._enter_one = _direct(call)
+                self._enter_one = direct(call)
             return
         slots = [free.pop() for _ in range(k)]
         keep, latch_of = self.keep, self.latch_of
@@ -166,7 +166,7 @@ class CompiledCore:
             self.when, self.quiet, self.st,
         )  # fmt: skip
         if call is self.k.pop_chain:
-            self._pop_chain = _direct(call)
+            self._pop_chain = direct(call)
         if n == 0:
             return [], [], [], now
         slots: list[Any]  # ints: each one's flow is in flow_of
@@ -199,7 +199,7 @@ class CompiledCore:
         call = self._refill
         self.next = call(flow.slot, key, flow.remaining, float(now), self.st)
         if call is self.k.refill:
-            self._refill = _direct(call)
+            self._refill = direct(call)
 
     def shorten(self, flow: Flow, cut: float, now: float) -> None:
         """The in-flight ``flow`` carries ``cut`` bytes less (the general core's
@@ -208,7 +208,7 @@ class CompiledCore:
         call = self._shorten
         self.next = call(flow.slot, float(cut), float(now), self.st)
         if call is self.k.shorten:
-            self._shorten = _direct(call)
+            self._shorten = direct(call)
 
     def flows(self) -> list[Flow]:
         """The flows in their bandwidth phase, parked streams included, in the order they

@@ -58,7 +58,7 @@ def test_direct_keeps_the_dispatcher_without_exactly_one_signature() -> None:
 
     for signatures in ([], ["a", "b"]):
         kernel = Kernel(signatures)
-        assert compiled._direct(kernel) is kernel
-    assert compiled._direct(Kernel(["a"])) == "entry a"
+        assert compiled.direct(kernel) is kernel
+    assert compiled.direct(Kernel(["a"])) == "entry a"
     plain = lambda: None  # noqa: E731  (a kernel under NUMBA_DISABLE_JIT: no signatures)
-    assert compiled._direct(plain) is plain
+    assert compiled.direct(plain) is plain

@@ -40,6 +40,7 @@ adds the bytes of several pieces in one flow, so sums come in another order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -64,9 +65,14 @@ class Chains:
         gates: list[list[int]],
         chain_of: list[int],
         pos_of: list[int],
+        flat: np.ndarray,
     ) -> None:
         #: pieces[c]: the flows of stream c in order; cum[c][t]: bytes of its pieces 0..t
         self.pieces, self.cum = pieces, cum
+        #: every stream's pieces one after another (int64), stream c's from offset[c]
+        #: (:meth:`~sim.engine.netclock.round_state.RoundState.ended_run` reads them)
+        self.flat = flat
+        self.offset = np.r_[0, np.cumsum([len(row) for row in pieces])].tolist()
         #: family of each stream; members and gates (in order) of each family
         self.family, self.members, self.gates = family, members, gates
         #: per flow: its stream (-1: none) and its position in it
@@ -86,7 +92,7 @@ class Chains:
         self.touched: dict[int, None] = {}
 
     @classmethod
-    def build(cls, flows: Flows, cont: np.ndarray, gate_left: list[int]) -> Chains | None:
+    def build(cls, flows: Flows, cont: np.ndarray, gate_left: Sequence[int]) -> Chains | None:
         """The streams of ``flows`` (``cont[i]``, intp: the flow continuing flow i's stream,
         -1 for none) in families, or None when the plan is outside what chunks handle
         (module docstring)."""
@@ -179,9 +185,10 @@ class Chains:
         pos_of = np.full(n, -1, dtype=np.intp)
         pos_of[order] = np.where(chain_of[order] >= 0, depth[order], -1)
         kept_list = kept.tolist()
+        flat = order[np.repeat(size[family_of] >= 2, length)].astype(np.int64)
         return cls(
             [pieces[c] for c in kept_list], [cum[c] for c in kept_list], family, members,
-            gates, chain_of.tolist(), pos_of.tolist(),
+            gates, chain_of.tolist(), pos_of.tolist(), flat,
         )  # fmt: skip
 
     def gate_opened(self, gate: int) -> None:
@@ -223,7 +230,7 @@ class Chains:
         base = cum[self.first[c] - 1] if self.first[c] else 0.0
         return pieces_through(cum, base, self.done[c], self.last[c], moved, failed)
 
-    def frontier_cuts(self, f: int, gate_left: list[int]) -> list[int]:
+    def frontier_cuts(self, f: int, gate_left: Sequence[int]) -> list[int]:
         """Move family f's frontier past its open gates; the streams with a chunk that
         has not passed it and goes beyond it (to cut back to end at it)."""
         gates, p = self.gates[f], self.frontier[f]

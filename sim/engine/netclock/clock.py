@@ -356,7 +356,10 @@ class NetworkClock:
         """Pieces start..stop-1 of stream c ended inside its chunk, each followed by the
         next piece in the same flow: counted as sent, ended and delivered."""
         if stop > start:
-            self._inside(chains.pieces[c][start:stop], state, ready)
+            at = chains.offset[c]
+            state.ended_run(chains.flat, at + start, at + stop, ready)
+            self.messages += stop - start
+            self.net.count_continued(stop - start)
 
     def _inside(self, pieces: list[int], state: RoundState, ready: list[int]) -> None:
         """``pieces`` of a stream ended inside a chunk, each followed by the next piece

@@ -6,15 +6,19 @@ of replies in flight (:class:`ReplyChunk`)."""
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable, Iterable, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import simpy
 
 from protocols.contract import Flows, GroupPlan, RoundPlan
+from sim.core.optional import optional_module
 from sim.engine.netclock.chains import Chains, pieces_through
 from sim.network import Flow, FlowNetwork
+from sim.network.compiled import direct
 from sim.network.flows import DONE, FAILED
 
 
@@ -45,11 +49,14 @@ class RoundState:
         self.opens = flows.opens
         self.waits = np.full(n, -1, dtype=np.intp) if flows.waits is None else flows.waits
         self.after = np.full(n, -1, dtype=np.intp) if flows.after is None else flows.after
-        self.gate_left: list[int] = []  # flows yet to end before each gate opens
+        #: flows yet to end before each gate opens (and ``need``: before each flow may
+        #: start): arrays of int64 that numba reads too (:meth:`ended_run`)
+        self.gate_left = array("q")
+        self._behind = _Index(np.zeros(0, dtype=np.intp), 0)  # the flows behind each gate
         if flows.opens is not None and flows.waits is not None:
             n_gates = int(max(flows.opens.max(), flows.waits.max())) + 1
             gate_left = np.bincount(flows.opens[flows.opens >= 0], minlength=n_gates)
-            self.gate_left = gate_left.tolist()
+            self.gate_left = _counters(gate_left)
             self._behind = _Index(flows.waits, n_gates)
             waiting = flows.waits >= 0
             need[waiting] += gate_left[flows.waits[waiting]] > 0
@@ -65,7 +72,7 @@ class RoundState:
         if flows.previous is not None:
             self.next_piece = _single_follower(flows.previous, n)
         need += self.previous >= 0
-        self.need = need.tolist()
+        self.need = _counters(need)
         #: pred[i]: the piece before streamed flow i on its connection (-1: none; an
         #: array, read once per flow sent: no per-flow Python list to build)
         self.pred: np.ndarray | None = None
@@ -107,6 +114,11 @@ class RoundState:
         #: pieces may end inside one
         self.reply_chunks: dict[int, ReplyChunk] | None = None
         self._inner = np.zeros(0, dtype=bool)
+        #: the numba loop of :meth:`ended_run` (None: numba is not installed, or the
+        #: plan is outside it) and its arrays (:meth:`_run_args`)
+        self._run: Any = _ends_kernel()
+        self._run_in: tuple[Any, ...] = ()
+        self._run_out: tuple[np.ndarray, ...] = ()
         if streams and flows.streamed is not None:
             cont = _continuations(flows, pred)
             if cont is not None:
@@ -259,6 +271,67 @@ class RoundState:
         them), is appended to ``ready``."""
         self._count_ends(pieces, True, ready, self.cont)
 
+    def ended_run(self, flat: np.ndarray, start: int, stop: int, ready: list[int]) -> None:
+        """:meth:`ended_inside` of pieces ``flat[start:stop]`` (int64: a stream's, in
+        order), in numba where it imports and the flows after each flow are an array
+        (``_nexts``): the same steps in the same order, what numba cannot do (a gate
+        opened, a continuation kept, ``done``) done here after it, in its order."""
+        if not self._run_ready():
+            self.ended_inside(flat[start:stop].tolist(), ready)
+            return
+        run, inputs, outputs = self._run, self._run_in, self._run_out
+        released, opened, kept, counts = outputs
+        while start < stop:  # more than once where the output arrays fill up
+            at = run(flat, start, stop, *inputs, *outputs)
+            n_ready, n_opened, n_kept = counts.item(0), counts.item(1), counts.item(2)
+            self.left -= at - start
+            if self.left == 0:
+                self.done.succeed()
+            if n_opened and self.chains is not None:
+                for gate in opened[:n_opened].tolist():
+                    self.chains.gate_opened(gate)
+            if n_kept:
+                for j in kept[:n_kept].tolist():
+                    self._keep_for(j)
+            if n_ready:
+                ready.extend(released[:n_ready].tolist())
+            start = at
+
+    def _run_ready(self) -> bool:
+        """Whether :meth:`ended_run` runs in numba; its arrays are made on first use:
+        ``_run_in``, what :func:`~sim.engine.netclock._ends_jit.ended_run` reads after
+        ``flat, start, stop``, and ``_run_out``, what it writes."""
+        if self._run_in:
+            return True
+        nexts, cont, plan = self._nexts, self.cont, self.plan
+        if self._run is None or nexts is None or cont is None or plan.delivered is None:
+            self._run = None
+            return False
+        none = np.zeros(0, dtype=np.intp)
+        order, bounds = self._behind.order, self._behind.bounds
+        widest = 3 + (int(np.diff(bounds).max()) if bounds.size > 1 else 0)
+        self._run_in = (  # one layout and type each: one compiled signature
+            _ints(cont),
+            np.frombuffer(self.need, dtype=np.int64),
+            np.frombuffer(self.gate_left, dtype=np.int64),
+            _ints(none if self.opens is None else self.opens),
+            _ints(order),
+            _ints(bounds),
+            _ints(nexts),
+            _ints(none if self.next_piece is None else self.next_piece),
+            np.ascontiguousarray(np.zeros(0, dtype=bool) if self.lazy is None else self.lazy),
+            plan.delivered,
+            widest,
+        )
+        room = _RUN_ROOM + widest
+        self._run_out = (
+            np.empty(room, dtype=np.int64),  # flows released
+            np.empty(max(len(self.gate_left), 1), dtype=np.int64),  # gates opened
+            np.empty(room, dtype=np.int64),  # continuations to keep
+            np.zeros(3, dtype=np.int64),  # how many of each
+        )
+        return True
+
     def _count_ends(
         self, flows: Iterable[int], ok: bool, ready: list[int], cont: np.ndarray | None
     ) -> None:
@@ -310,6 +383,36 @@ class RoundState:
                     need[j] -= 1
                     if need[j] == 0 and j != skip:
                         ready.append(j)
+
+
+#: room for the flows one call of the numba loop may release, besides one piece's worth
+_RUN_ROOM = 1024
+
+
+def _ends_kernel() -> Any:
+    """The compiled :func:`~sim.engine.netclock._ends_jit.ended_run` (None without
+    numba); its machine code itself once compiled (:func:`~sim.network.compiled.direct`)."""
+    if not _KERNEL:
+        module: ModuleType | None = optional_module("sim.engine.netclock._ends_jit")
+        _KERNEL.append(None if module is None else module.ended_run)
+    kernel = _KERNEL[0]
+    if getattr(kernel, "signatures", None):  # the dispatcher, compiled: its one entry
+        _KERNEL[0] = kernel = direct(kernel)
+    return kernel
+
+
+_KERNEL: list[Any] = []  # the kernel, once looked for
+
+
+def _ints(values: np.ndarray) -> np.ndarray:
+    """``values`` as C-ordered int64 (itself where it is already)."""
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def _counters(values: np.ndarray) -> array[int]:
+    """``values`` as an array of int64 counters: read and written from Python (one int
+    at a time, as a list) and from numba (through a view of its buffer)."""
+    return array("q", values.astype(np.int64).tobytes())
 
 
 class ReplyChunk:

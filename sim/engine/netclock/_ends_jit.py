@@ -1,0 +1,96 @@
+"""numba loop of :meth:`~sim.engine.netclock.round_state.RoundState.ended_run`: the
+ends of a run of a stream's pieces that ended inside a chunk, counted on the round's
+arrays; needs the extra ``fast``.
+
+The loop is :meth:`RoundState._count_ends <sim.engine.netclock.round_state.RoundState>`
+for delivered pieces, step for step and in its order, on integer arrays. What it cannot
+do itself it writes down, in order, for the caller: the flows released (``ready``), the
+gates opened (``opened``) and the continuations to keep (``kept``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+
+_compiled = numba.njit(cache=True, nogil=True)
+
+
+@_compiled
+def ended_run(
+    flat: Any,
+    start: int,
+    stop: int,
+    cont: Any,
+    need: Any,
+    gate_left: Any,
+    opens: Any,
+    behind_order: Any,
+    behind_bounds: Any,
+    nexts: Any,
+    next_piece: Any,
+    lazy: Any,
+    delivered: Any,
+    widest: int,
+    ready: Any,
+    opened: Any,
+    kept: Any,
+    counts: Any,
+) -> int:
+    """Count pieces ``flat[start:stop]`` as ended and delivered, in order, each
+    followed by its continuation ``cont[i]`` (not released); stop early, before a piece
+    that might overflow ``ready`` or ``kept`` (a piece releases ``widest`` flows at
+    most: those behind its gate, after it, and its next piece). Returns where it
+    stopped (``opened`` has a place for every gate); ``counts``
+    holds how many flows it wrote to ``ready``, ``opened`` and ``kept``. Arrays of
+    size 0 stand for none (``opens``, ``next_piece``, ``lazy``)."""
+    n_ready = n_opened = n_kept = 0
+    room = min(ready.size, kept.size)
+    has_gates, has_next, has_lazy = opens.size > 0, next_piece.size > 0, lazy.size > 0
+    p = start
+    while p < stop:
+        if n_ready + widest > room or n_kept + widest > room:
+            break
+        i = flat[p]
+        delivered[i] = True
+        skip = cont[i]
+        if has_gates:
+            gate = opens[i]
+            if gate >= 0:
+                gate_left[gate] -= 1
+                if gate_left[gate] == 0:
+                    opened[n_opened] = gate
+                    n_opened += 1
+                    for k in range(behind_bounds[gate], behind_bounds[gate + 1]):
+                        j = behind_order[k]
+                        need[j] -= 1
+                        if need[j] == 0:
+                            if j != skip:
+                                ready[n_ready] = j
+                                n_ready += 1
+                        elif has_lazy and need[j] == 1 and lazy[j]:
+                            kept[n_kept] = j
+                            n_kept += 1
+        for k in range(nexts.shape[1]):
+            j = nexts[i, k]
+            if j < 0:
+                break
+            need[j] -= 1
+            if need[j] == 0:
+                if j != skip:
+                    ready[n_ready] = j
+                    n_ready += 1
+            elif has_lazy and need[j] == 1 and lazy[j]:
+                kept[n_kept] = j
+                n_kept += 1
+        if has_next:
+            j = next_piece[i]
+            if j >= 0:
+                need[j] -= 1
+                if need[j] == 0 and j != skip:
+                    ready[n_ready] = j
+                    n_ready += 1
+        p += 1
+    counts[0], counts[1], counts[2] = n_ready, n_opened, n_kept
+    return p
