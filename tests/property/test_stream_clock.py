@@ -168,7 +168,7 @@ class Recording(NetworkClock):
         chains = state.chains
         assert flow is chains.flow[c]
         stop = chains.last[c] if ok else chains.ended_by(c, flow.bytes_sent, failed=True)
-        self.ends[chains.pieces[c][stop]] = float(self.env.now)
+        self.ends[chains.piece(c, stop)] = float(self.env.now)
         super()._on_chunk(c, state, flow, ok)
 
 

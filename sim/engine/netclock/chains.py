@@ -40,6 +40,7 @@ adds the bytes of several pieces in one flow, so sums come in another order.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,26 +59,31 @@ class Chains:
 
     def __init__(
         self,
-        pieces: list[list[int]],
-        cum: list[list[float]],
+        flat: np.ndarray,
+        lengths: list[int],
+        cum: np.ndarray,
         family: list[int],
         members: list[list[int]],
         gates: list[list[int]],
-        chain_of: list[int],
-        pos_of: list[int],
-        flat: np.ndarray,
+        chain_of: np.ndarray,
+        pos_of: np.ndarray,
     ) -> None:
-        #: pieces[c]: the flows of stream c in order; cum[c][t]: bytes of its pieces 0..t
-        self.pieces, self.cum = pieces, cum
-        #: every stream's pieces one after another (int64), stream c's from offset[c]
-        #: (:meth:`~sim.engine.netclock.round_state.RoundState.ended_run` reads them)
-        self.flat = flat
-        self.offset = np.r_[0, np.cumsum([len(row) for row in pieces])].tolist()
+        #: every stream's pieces (flows) in order, one stream after another (int64,
+        #: :meth:`~sim.engine.netclock.round_state.RoundState.ended_run` reads them):
+        #: stream c's from offset[c], lengths[c] of them; cum[k]: bytes of stream c's
+        #: pieces up to flat[k]. Arrays, not lists: a round of millions of pieces keeps
+        #: no Python int or float per piece.
+        self.flat, self.lengths = flat, lengths
+        self.offset = np.r_[0, np.cumsum(lengths, dtype=np.int64)].tolist()
+        self.cum = array("d", np.asarray(cum, dtype=np.float64).tobytes())
         #: family of each stream; members and gates (in order) of each family
         self.family, self.members, self.gates = family, members, gates
         #: per flow: its stream (-1: none) and its position in it
-        self.chain_of, self.pos_of = chain_of, pos_of
-        n = len(pieces)
+        self.chain_of = array("q", chain_of.astype(np.int64).tobytes())
+        self.pos_of = array("q", pos_of.astype(np.int64).tobytes())
+        n = len(lengths)
+        #: how many streams
+        self.n = n
         #: per stream: pieces counted as ended; the current chunk's first and last
         #: piece (last -1: no chunk in flight) and its flow
         self.done = [0] * n
@@ -135,18 +141,14 @@ class Chains:
             if waits is None or np.any(waits[j] != opens[links[j]]):
                 return None
         n_chains = first.size
-        flat = order.tolist()
-        pieces = [flat[a : a + k] for a, k in zip(first.tolist(), length.tolist(), strict=True)]
-        cum: list[list[float]] = [[]] * n_chains  # every stream's row is set below
+        cum = np.empty(order.size)  # each stream's cumulative bytes, set below
         family_of = np.empty(n_chains, dtype=np.intp)
         reps: list[tuple[int, np.ndarray]] = []  # (first stream, gates) of each family
         left = np.asarray(gate_left)
         for k in np.unique(length).tolist():  # streams of k pieces: rows of a table
             chains = np.flatnonzero(length == k)
             at = first[chains][:, None] + np.arange(k)
-            rows = np.cumsum(flows.nbytes[order[at]], axis=1).tolist()
-            for c, row in zip(chains.tolist(), rows, strict=True):
-                cum[c] = row
+            cum[at] = np.cumsum(flows.nbytes[order[at]], axis=1)
             seqs, inverse = _distinct_rows(opens[order[at]])
             size = np.bincount(inverse, minlength=seqs.shape[0])
             # distinct gates, each opened only by this family's streams, once each
@@ -184,11 +186,10 @@ class Chains:
         chain_of[order] = new_chain[np.repeat(np.arange(n_chains), length)]
         pos_of = np.full(n, -1, dtype=np.intp)
         pos_of[order] = np.where(chain_of[order] >= 0, depth[order], -1)
-        kept_list = kept.tolist()
-        flat = order[np.repeat(size[family_of] >= 2, length)].astype(np.int64)
+        in_kept = np.repeat(size[family_of] >= 2, length)
         return cls(
-            [pieces[c] for c in kept_list], [cum[c] for c in kept_list], family, members,
-            gates, chain_of.tolist(), pos_of.tolist(), flat,
+            order[in_kept].astype(np.int64), length[kept].tolist(), cum[in_kept], family,
+            members, gates, chain_of, pos_of,
         )  # fmt: skip
 
     def gate_opened(self, gate: int) -> None:
@@ -208,17 +209,21 @@ class Chains:
                 return True
         return False
 
+    def piece(self, c: int, t: int) -> int:
+        """Piece t of stream c (a flow), -1 past the stream's last piece."""
+        return self.flat.item(self.offset[c] + t) if t < self.lengths[c] else -1
+
     def chunk(self, c: int, t: int) -> int:
         """Piece t of stream c starts: the last piece of its chunk (t itself at the
         family's frontier, else the stream's last)."""
-        last = t if t <= self.frontier[self.family[c]] else len(self.pieces[c]) - 1
+        last = t if t <= self.frontier[self.family[c]] else self.lengths[c] - 1
         self.first[c], self.last[c] = t, last
         return last
 
     def chunk_bytes(self, c: int, first: int, last: int) -> float:
         """Bytes of stream c's pieces first..last."""
-        cum = self.cum[c]
-        return cum[last] - (cum[first - 1] if first else 0.0)
+        cum, at = self.cum, self.offset[c]
+        return cum[at + last] - (cum[at + first - 1] if first else 0.0)
 
     def ended_by(self, c: int, moved: float, failed: bool = False) -> int:
         """Pieces of stream c's chunk before its last one whose bytes are through when the
@@ -226,9 +231,9 @@ class Chains:
         the chunk ``failed`` at that instant, a piece whose last byte arrives at that very
         instant fails with it, as a flow of its own does when its end and a preemption
         fall on the same instant."""
-        cum = self.cum[c]
-        base = cum[self.first[c] - 1] if self.first[c] else 0.0
-        return pieces_through(cum, base, self.done[c], self.last[c], moved, failed)
+        cum, at, first = self.cum, self.offset[c], self.first[c]
+        base = cum[at + first - 1] if first else 0.0
+        return pieces_through(cum, base, at + self.done[c], at + self.last[c], moved, failed) - at
 
     def frontier_cuts(self, f: int, gate_left: Sequence[int]) -> list[int]:
         """Move family f's frontier past its open gates; the streams with a chunk that
@@ -244,7 +249,7 @@ class Chains:
 
 
 def pieces_through(
-    cum: list[float], base: float, t: int, last: int, moved: float, failed: bool = False
+    cum: Sequence[float], base: float, t: int, last: int, moved: float, failed: bool = False
 ) -> int:
     """The first piece from t (before ``last``) whose bytes are not through once a chunk
     starting at cumulative bytes ``base`` moved ``moved`` bytes (``cum``: cumulative

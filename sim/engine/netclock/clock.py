@@ -154,7 +154,7 @@ class NetworkClock:
             chains = state.chains
             ready: list[int] = []
             if chains is not None:
-                for c in range(len(chains.pieces)):
+                for c in range(chains.n):
                     self._catch_up(c, state, chains, ready)
             if state.reply_chunks:
                 for chunk in list(state.reply_chunks.values()):
@@ -211,9 +211,8 @@ class NetworkClock:
         if chains is not None and c >= 0:  # a chunk: piece i and the next ones, one flow
             t = chains.pos_of[i]
             last = chains.chunk(c, t)
-            pieces = chains.pieces[c]
             nbytes = state.nbytes.item(i) if last == t else chains.chunk_bytes(c, t, last)
-            cont = pieces[last + 1] if last + 1 < len(pieces) else -1
+            cont = chains.piece(c, last + 1)
         else:
             nbytes = state.nbytes.item(i)
             cont = -1 if state.cont is None else state.cont.item(i)  # continuing i's stream
@@ -266,21 +265,22 @@ class NetworkClock:
         assert chains is not None
         ready: list[int] = []
         self._catch_up_family(c, state, chains, ready)
-        pieces, flow, last = chains.pieces[c], chains.flow[c], chains.last[c]
+        flow, last = chains.flow[c], chains.last[c]
         if ok:
             self._continued(c, chains.done[c], last, state, chains, ready)
-            ready.extend(state.ended(pieces[last], True))
+            ready.extend(state.ended(chains.piece(c, last), True))
             chains.done[c] = last + 1
         else:
-            if last + 1 < len(pieces):
-                state.open.pop(pieces[last + 1], None)
+            following = chains.piece(c, last + 1)
+            if following >= 0:
+                state.open.pop(following, None)
             stop = chains.ended_by(c, flow.bytes_sent, failed=True)
             self._continued(c, chains.done[c], stop, state, chains, ready)
-            ready.extend(state.ended(pieces[stop], False))  # the rest are broken
-            chains.done[c] = len(pieces)
+            ready.extend(state.ended(chains.piece(c, stop), False))  # the rest are broken
+            chains.done[c] = chains.lengths[c]
         chains.last[c], chains.flow[c] = -1, None
         if ok:
-            state.mark_end(pieces[last], self.env.now)
+            state.mark_end(chains.piece(c, last), self.env.now)
         self._release(ready, state)
 
     def _on_replies(self, run: ReplyChunk, state: RoundState, _flow: Flow, ok: bool) -> None:
@@ -372,14 +372,15 @@ class NetworkClock:
     def _cut(self, c: int, last: int, state: RoundState, chains: Chains) -> None:
         """Cut stream c's chunk back to end at piece ``last``; a chunk whose bytes are all
         through already (its end is an event of this instant) is left whole."""
-        pieces, old_last, flow = chains.pieces[c], chains.last[c], chains.flow[c]
+        old_last, flow = chains.last[c], chains.flow[c]
         if flow.phase is not BANDWIDTH or flow.parked:
             return
         chains.last[c] = last
-        if old_last + 1 < len(pieces):
-            state.open.pop(pieces[old_last + 1], None)
+        following = chains.piece(c, old_last + 1)
+        if following >= 0:
+            state.open.pop(following, None)
         self.net.shorten(flow, chains.chunk_bytes(c, chains.first[c], last), keep=True)
-        state.open[pieces[last + 1]] = flow
+        state.open[chains.piece(c, last + 1)] = flow  # last is before the old last
 
     def _on_refused(self, i: int, state: RoundState, _event: Any) -> None:
         chains = state.chains
