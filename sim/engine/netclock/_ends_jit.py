@@ -17,6 +17,24 @@ import numba
 _compiled = numba.njit(cache=True, nogil=True)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _waits_less(
+    j: int, skip: int, need: Any, lazy: Any, ready: Any, n_ready: int, kept: Any, n_kept: int
+) -> tuple[int, int]:
+    """Flow j waits for one flow less: released (``ready``) when it waits for nothing
+    more, unless it is ``skip``; to keep (``kept``) when it waits for the piece before
+    it alone and is ``lazy``. The counts of both, updated."""
+    need[j] -= 1
+    if need[j] == 0:
+        if j != skip:
+            ready[n_ready] = j
+            n_ready += 1
+    elif lazy.size > 0 and need[j] == 1 and lazy[j]:
+        kept[n_kept] = j
+        n_kept += 1
+    return n_ready, n_kept
+
+
 @_compiled
 def ended_run(
     flat: Any,
@@ -47,7 +65,7 @@ def ended_run(
     size 0 stand for none (``opens``, ``next_piece``, ``lazy``)."""
     n_ready = n_opened = n_kept = 0
     room = min(ready.size, kept.size)
-    has_gates, has_next, has_lazy = opens.size > 0, next_piece.size > 0, lazy.size > 0
+    has_gates, has_next = opens.size > 0, next_piece.size > 0
     p = start
     while p < stop:
         if n_ready + widest > room or n_kept + widest > room:
@@ -63,27 +81,14 @@ def ended_run(
                     opened[n_opened] = gate
                     n_opened += 1
                     for k in range(behind_bounds[gate], behind_bounds[gate + 1]):
-                        j = behind_order[k]
-                        need[j] -= 1
-                        if need[j] == 0:
-                            if j != skip:
-                                ready[n_ready] = j
-                                n_ready += 1
-                        elif has_lazy and need[j] == 1 and lazy[j]:
-                            kept[n_kept] = j
-                            n_kept += 1
+                        n_ready, n_kept = _waits_less(
+                            behind_order[k], skip, need, lazy, ready, n_ready, kept, n_kept
+                        )
         for k in range(nexts.shape[1]):
             j = nexts[i, k]
             if j < 0:
                 break
-            need[j] -= 1
-            if need[j] == 0:
-                if j != skip:
-                    ready[n_ready] = j
-                    n_ready += 1
-            elif has_lazy and need[j] == 1 and lazy[j]:
-                kept[n_kept] = j
-                n_kept += 1
+            n_ready, n_kept = _waits_less(j, skip, need, lazy, ready, n_ready, kept, n_kept)
         if has_next:
             j = next_piece[i]
             if j >= 0:
