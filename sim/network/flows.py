@@ -74,7 +74,9 @@ class FlowNetwork(Streams):
     Only SimPy's public API touches the events: ``done`` is settled with
     :meth:`simpy.Event.succeed` or :meth:`simpy.Event.fail`, so it is processed as a
     later event of the same instant, after the wake-up that completed its flow, in
-    completion order, whether or not anyone waits for it yet.
+    completion order, whether or not anyone waits for it yet. A flow whose end is
+    watched with :meth:`notify` and whose ``done`` nobody made is told at that same
+    point without an event where nothing else happens at its instant.
 
     Rates change only when a flow enters or leaves its bandwidth phase; every flow's
     remaining bytes are advanced lazily, when its own rate changes. Completions at the
