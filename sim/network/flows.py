@@ -348,16 +348,17 @@ class FlowNetwork(Streams):
         self.flows_completed += len(due)
         self._schedule_wake(last)  # as the last instant's own wake-up would have
         told: list[tuple[Flow, Any]] = []  # loud ends told directly (notify), in order
+        tell = inline
         for flow, q in zip(due, quiet, strict=True):
             if q and inline:
                 quiet_end = flow.quiet
                 flow.quiet = flow.loud = None  # they hold the caller's round (see settled)
                 quiet_end(flow)  # type: ignore[misc]
-            elif inline and flow._done is None and flow.loud is not None:
+            elif tell and flow._done is None and flow.loud is not None:
                 told.append((flow, flow.loud))  # as settled() would attach it
                 flow.quiet = flow.loud = None
             else:  # an event: the loud ends after it go through SimPy too, in order
-                inline = False
+                tell = False
                 flow.settled().succeed(now)
         for flow, loud in told:  # where SimPy would process their events: after this one
             loud(flow, True)

@@ -153,3 +153,38 @@ def test_some_instants_are_out_of_reach_of_a_plain_delay() -> None:
     delay = at - now
     reached = {now + float(np.nextafter(delay, np.inf * k)) for k in (-1, 1)} | {now + delay}
     assert at not in reached
+
+
+def test_notify_tells_ends_directly_and_in_order_behind_an_event() -> None:
+    """``FlowNetwork.notify``: at an instant with nothing else, a notified flow's end is
+    told without a ``done`` event; once a flow of the wake-up needs its event (someone
+    made ``done``), the notified ends after it go through SimPy too, after it, while
+    the quiet ends of the same wake-up stay quiet."""
+    env = simpy.Environment()
+    net = FlowNetwork(env, np.full(8, 100 * MB), np.full(8, 100 * MB), np.full(8, 0.005),
+                      solver="compiled")  # fmt: skip
+    calls: list[tuple[str, float, bool]] = []
+    latch = net.latches(1)
+    held = net.send(0, 1, MB)  # id 0: its done is made (someone holds it)
+    held.done.callbacks.append(lambda e: calls.append(("held", env.now, e.ok)))
+    quiet = [net.send(0, d, MB) for d in (2, 3)]  # ids 1, 2: one latch, with a later one
+    later = net.send(0, 4, 3 * MB)  # id 3: ends after them, so they end quietly
+    for flow in (*quiet, later):
+        assert net.join_latch(
+            flow, latch, lambda f: calls.append(("quiet", f.end_s, True)),
+            lambda f, ok: calls.append(("latch", env.now, ok)),
+        )  # fmt: skip
+    told = net.send(0, 5, MB)  # id 4: notified, behind the held one in the same instant
+    net.notify(told, lambda f, ok: calls.append(("told", env.now, ok)))
+    alone = net.send(6, 7, MB)  # alone on its links: an instant of its own
+    net.notify(alone, lambda f, ok: calls.append(("alone", env.now, ok)))
+    env.run()
+    assert calls[0] == ("alone", pytest.approx(0.01 + 0.01), True)  # 1 MB at 100 MB/s
+    assert alone._done is None  # alone at its instant: told without an event
+    shared = calls[1:]
+    names = [name for name, _, _ in shared]
+    assert names == ["quiet", "quiet", "held", "told", "latch"]  # quiet ones in the wake-up
+    assert len({at for _, at, _ in shared[:4]}) == 1  # one instant
+    assert [q._done for q in quiet] == [None, None]  # no event made for the quiet ends
+    assert told._done is not None  # behind an event: told through one
+    assert all(ok for _, _, ok in calls)
