@@ -115,7 +115,7 @@ class RoundState:
         self.reply_chunks: dict[int, ReplyChunk] | None = None
         self._inner = np.zeros(0, dtype=bool)
         #: the numba loop of :meth:`ended_run` (None: numba is not installed, or the
-        #: plan is outside it) and its arrays (:meth:`_run_args`)
+        #: plan is outside it) and its arrays (:meth:`_run_ready`)
         self._run: Any = _ends_kernel()
         self._run_in: tuple[Any, ...] = ()
         self._run_out: tuple[np.ndarray, ...] = ()
@@ -190,9 +190,9 @@ class RoundState:
 
     def give_back_latches(self, net: FlowNetwork) -> None:
         """Free the latches of :meth:`take_latches` (every flow of the round has ended),
-        and drop :attr:`ends` and :attr:`loud`: they hold this state, a cycle that would keep the
-        round's lists (~300 B per flow) alive until the garbage collector's next full
-        pass, which the engine's raised thresholds make rare."""
+        and drop :attr:`ends` and :attr:`loud`: they hold this state, a cycle that would
+        keep the round's lists (~300 B per flow) alive until the garbage collector's next
+        full pass, which the engine's raised thresholds make rare."""
         if self._latches is not None:
             net.free_latches(*self._latches)
             self._latches = None
