@@ -82,8 +82,6 @@ class Chains:
         self.chain_of = array("q", chain_of.astype(np.int64).tobytes())
         self.pos_of = array("q", pos_of.astype(np.int64).tobytes())
         n = len(lengths)
-        #: how many streams
-        self.n = n
         #: per stream: pieces counted as ended; the current chunk's first and last
         #: piece (last -1: no chunk in flight) and its flow
         self.done = [0] * n

@@ -154,7 +154,7 @@ class NetworkClock:
             chains = state.chains
             ready: list[int] = []
             if chains is not None:
-                for c in range(chains.n):
+                for c in range(len(chains.lengths)):
                     self._catch_up(c, state, chains, ready)
             if state.reply_chunks:
                 for chunk in list(state.reply_chunks.values()):
@@ -257,7 +257,7 @@ class NetworkClock:
                 timer = self.env.timeout(limit)
                 timer.callbacks.append(partial(self._on_timeout, i, flow, flow.id, state))
 
-    def _on_chunk(self, c: int, state: RoundState, _flow: Flow, ok: bool) -> None:
+    def _on_chunk(self, c: int, state: RoundState, flow: Flow, ok: bool) -> None:
         """Stream c's chunk ended (its last piece went through, or it failed): count its
         family's pieces that ended meanwhile, then its own, move the family's frontier
         and release what may start."""
@@ -265,7 +265,7 @@ class NetworkClock:
         assert chains is not None
         ready: list[int] = []
         self._catch_up_family(c, state, chains, ready)
-        flow, last = chains.flow[c], chains.last[c]
+        last = chains.last[c]
         if ok:
             self._continued(c, chains.done[c], last, state, chains, ready)
             ready.extend(state.ended(chains.piece(c, last), True))
@@ -283,7 +283,7 @@ class NetworkClock:
             state.mark_end(chains.piece(c, last), self.env.now)
         self._release(ready, state)
 
-    def _on_replies(self, run: ReplyChunk, state: RoundState, _flow: Flow, ok: bool) -> None:
+    def _on_replies(self, run: ReplyChunk, state: RoundState, flow: Flow, ok: bool) -> None:
         """A chunk of replies ended (its last piece went through, or it failed): count
         its pieces, as piece by piece would have, and release what may start."""
         ready: list[int] = []
@@ -296,7 +296,7 @@ class NetworkClock:
             ready.extend(state.ended(last, True))
         else:
             state.open.pop(cont.item(last), None)
-            stop = run.through(run.flow.bytes_sent, failed=True)
+            stop = run.through(flow.bytes_sent, failed=True)
             self._count_replies(run, stop, state, ready)
             ready.extend(state.ended(pieces[stop], False))  # the rest are broken
         del state.reply_chunks[id(run)]  # type: ignore[union-attr]
@@ -326,7 +326,8 @@ class NetworkClock:
         """Pieces ``run.done`` .. stop − 1 of a chunk of replies ended, each followed by
         the next piece in the same flow: counted as sent, ended and delivered."""
         if stop > run.done:
-            self._inside(run.pieces[run.done : stop], state, ready)
+            state.ended_inside(run.pieces[run.done : stop], ready)
+            self._inside(stop - run.done)
             run.done = stop
 
     def _catch_up_family(self, c: int, state: RoundState, chains: Chains, ready: list[int]) -> None:
@@ -358,16 +359,14 @@ class NetworkClock:
         if stop > start:
             at = chains.offset[c]
             state.ended_run(chains.flat, at + start, at + stop, ready)
-            self.messages += stop - start
-            self.net.count_continued(stop - start)
+            self._inside(stop - start)
 
-    def _inside(self, pieces: list[int], state: RoundState, ready: list[int]) -> None:
-        """``pieces`` of a stream ended inside a chunk, each followed by the next piece
-        in the same flow: counted as sent, ended and delivered (what the next piece
-        releases is the chunk's own business)."""
-        state.ended_inside(pieces, ready)
-        self.messages += len(pieces)
-        self.net.count_continued(len(pieces))
+    def _inside(self, n: int) -> None:
+        """``n`` pieces of a stream ended inside a chunk (counted as ended by the round's
+        state), each followed by the next piece in the same flow: counted as messages,
+        and as flows sent and completed."""
+        self.messages += n
+        self.net.count_continued(n)
 
     def _cut(self, c: int, last: int, state: RoundState, chains: Chains) -> None:
         """Cut stream c's chunk back to end at piece ``last``; a chunk whose bytes are all
