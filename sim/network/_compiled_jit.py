@@ -30,7 +30,11 @@ Layout (``S`` flow slots, ``L`` resources per flow at most, ``R`` resources):
   extra flows then calendar updates, due flows, members of each resource).
 
 The state is the tuple of these arrays in the order ``HOT, COLD, RES, POOL, RF, RI,
-CAL, CPOS, META, SR, RHS, SS, MEMB, EPOS, SF`` (see :func:`empty_state`).
+CAL, CPOS, META, SR, RHS, SS, MEMB, EPOS, SF`` (see :func:`empty_state`). The entry
+points take it as an address table (:mod:`sim.core.addresses`, in the order of
+:data:`LAYOUT`: the state, then the core's per-slot arrays :func:`pop_chain` reads and
+writes) and view the arrays through it: converting fifteen array arguments cost ~0.5 µs
+a call, more than many calls compute.
 
 Every call between compiled functions increments and decrements the reference count of
 each array it passes (atomic operations, whether or not numba inlines the callee): per
@@ -47,6 +51,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from sim.core._addresses_jit import view1, view2
 from sim.network.maxmin import REL_EPS, TOL
 
 _jit = numba.njit(cache=True, nogil=True)
@@ -89,6 +94,29 @@ CHANGED, TOUCHED, COVERED, MRES, RHEAP = 0, 1, 2, 3, 4
 REGION, XTRA, OUT = 0, 1, 2
 
 State = tuple[Any, ...]
+
+#: dtype and dimensions of each array of the address table the entry points take: the
+#: state (:func:`empty_state`), then per slot ``keep``, ``latch_of`` and the three
+#: outputs of :func:`pop_chain` (``due``, ``when``, ``quiet``).
+LAYOUT = (
+    (HOT, 1), (COLD, 1), (np.int64, 2), (ELEM, 1), (np.float64, 2), (np.int64, 2),
+    (CAL, 1), (np.int64, 1), (np.int64, 1), (np.int64, 2), (np.float64, 1), (np.int64, 2),
+    (np.int64, 1), (np.int64, 2), (np.float64, 1),
+    (np.bool_, 1), (np.int64, 1), (np.int64, 1), (np.float64, 1), (np.bool_, 1),
+)  # fmt: skip
+KEEP, LATCH_OF, DUE, WHEN, QUIET = range(15, 20)
+
+
+@_jit
+def _state(tab: Any) -> State:
+    """The state's arrays, viewed through the address table ``tab``."""
+    return (
+        view1(tab, 0, HOT), view1(tab, 1, COLD), view2(tab, 2, np.int64),
+        view1(tab, 3, ELEM), view2(tab, 4, np.float64), view2(tab, 5, np.int64),
+        view1(tab, 6, CAL), view1(tab, 7, np.int64), view1(tab, 8, np.int64),
+        view2(tab, 9, np.int64), view1(tab, 10, np.float64), view2(tab, 11, np.int64),
+        view1(tab, 12, np.int64), view2(tab, 13, np.int64), view1(tab, 14, np.float64),
+    )  # fmt: skip
 
 
 @_jit
@@ -511,6 +539,14 @@ def _reallocate(nseeds: int, nchanged: int, now: float, st: State) -> None:
 # -- entry points -----------------------------------------------------------------------------
 @_jit
 def enter(
+    slots: Any, keys: Any, nbytes: Any, weights: Any, nres: Any, flat: Any, now: float, tab: Any
+) -> float:
+    """:func:`_enter` on the arrays of the address table ``tab``."""
+    return _enter(slots, keys, nbytes, weights, nres, flat, now, _state(tab))
+
+
+@_jit
+def _enter(
     slots: Any, keys: Any, nbytes: Any, weights: Any, nres: Any, flat: Any, now: float, st: State
 ) -> float:
     """Flows start their bandwidth phase (the general core's ``enter``): flow ``j`` in
@@ -562,16 +598,16 @@ def enter(
 
 @_jit
 def enter_one(
-    f: int, key: int, nbytes: float, w: float, n: int, r0: int, r1: int, now: float, st: State
+    f: int, key: int, nbytes: float, w: float, n: int, r0: int, r1: int, now: float, tab: Any
 ) -> float:
     """:func:`enter` of one flow with at most two resources (``r0``, ``r1``)."""
     flat = np.empty(n, np.int64)
     flat[0] = r0
     if n > 1:
         flat[1] = r1
-    return enter(
+    return _enter(
         np.full(1, f, np.int64), np.full(1, key, np.int64), np.full(1, nbytes),
-        np.full(1, w), np.full(1, n, np.int64), flat, now, st,
+        np.full(1, w), np.full(1, n, np.int64), flat, now, _state(tab),
     )  # fmt: skip
 
 
@@ -603,8 +639,9 @@ def _leave_all(n: int, now: float, st: State) -> None:
 
 
 @_jit
-def remove(slots: Any, now: float, st: State) -> float:
+def remove(slots: Any, now: float, tab: Any) -> float:
     """Flows leave unfinished (the general core's ``remove``); the next completion time."""
+    st = _state(tab)
     ss, sf = st[11], st[14]
     for i in range(slots.size):
         ss[XTRA, i] = slots[i]
@@ -617,17 +654,7 @@ def remove(slots: Any, now: float, st: State) -> float:
 
 
 @_jit
-def pop_chain(
-    now: float,
-    horizon: float,
-    keep: Any,
-    latch_of: Any,
-    latch_left: Any,
-    due: Any,
-    when: Any,
-    quiet: Any,
-    st: State,
-) -> tuple[int, float, float]:
+def pop_chain(now: float, horizon: float, latch_left: Any, tab: Any) -> tuple[int, float, float]:
     """The general core's ``pop_due`` at ``now`` (the flows due then leave, in ``(finish,
     id)`` order; a due flow with ``keep[slot]`` set, a stream's piece, stays in its
     bandwidth phase at its rate, *parked*: no bytes left, ``nbytes`` 0, no calendar entry
@@ -644,7 +671,12 @@ def pop_chain(
     previous instant would have fired at: ``t + max(finish - t, 0)``.
 
     Returns n (the due slots are ``due[:n]``, their instants ``when[:n]``, quietness
-    ``quiet[:n]``), the last instant popped and the next completion time."""
+    ``quiet[:n]``), the last instant popped and the next completion time. ``keep``,
+    ``latch_of``, ``due``, ``when`` and ``quiet`` are in the address table ``tab``."""
+    st = _state(tab)
+    keep, latch_of = view1(tab, KEEP, np.bool_), view1(tab, LATCH_OF, np.int64)
+    due, when = view1(tab, DUE, np.int64), view1(tab, WHEN, np.float64)
+    quiet = view1(tab, QUIET, np.bool_)
     hot, cold, cal, pos, meta, ss, sf = st[0], st[1], st[6], st[7], st[8], st[11], st[14]
     n, t, first, done = 0, now, True, now
     while True:
@@ -704,11 +736,12 @@ def pop_chain(
 
 
 @_jit
-def refill(f: int, key: int, nbytes: float, now: float, st: State) -> float:
+def refill(f: int, key: int, nbytes: float, now: float, tab: Any) -> float:
     """The parked flow in slot ``f`` carries its next piece, ``nbytes`` from now at the
     rate it has, as flow ``key``, last on its resources as a new flow would be (it leaves
     each list first, so ``_append`` never moves the list's block); the next completion
     time."""
+    st = _state(tab)
     res, pool, ri, meta, ss, epos, sf = st[2], st[3], st[5], st[8], st[11], st[13], st[14]
     c = st[1][f]
     for k in range(c.nres):
@@ -727,9 +760,10 @@ def refill(f: int, key: int, nbytes: float, now: float, st: State) -> float:
 
 
 @_jit
-def shorten(f: int, cut: float, now: float, st: State) -> float:
+def shorten(f: int, cut: float, now: float, tab: Any) -> float:
     """The flow in slot ``f`` carries ``cut`` bytes less (the general core's ``shorten``:
     its bytes advanced to ``now`` and cut, same rate); the next completion time."""
+    st = _state(tab)
     h, c, ss, sf = st[0][f], st[1][f], st[11], st[14]
     rest = c.rem - h.rate * (now - c.t_last) - cut
     c.rem = 0.0 if rest < 0.0 else rest

@@ -9,7 +9,9 @@ every resource of the group and re-rates tens of flows, which the general path d
 with dicts and objects (about 175 µs a completion there, about 10 µs here).
 
 Each flow in its bandwidth phase holds a *slot* (a row of the arrays), reused once it
-leaves; the arrays grow by doubling. Importing this module does not import numba;
+leaves; the arrays grow by doubling. The kernels take them as one address table
+(:attr:`CompiledCore.tab`), made again whenever an array is replaced. Importing this
+module does not import numba;
 :func:`available` imports the kernels (numba, the extra ``fast``) on first use.
 """
 
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sim.core.addresses import address_table
 from sim.core.optional import optional_module
 
 if TYPE_CHECKING:
@@ -87,6 +90,10 @@ class CompiledCore:
         self.when = np.zeros(self.slots)
         self.quiet = np.zeros(self.slots, dtype=np.bool_)
         self.next = math.inf  # the next completion time, as the last kernel left it
+        #: the address table of the state and the per-slot arrays the kernels read
+        #: (:data:`~sim.network._compiled_jit.LAYOUT`); :meth:`_address` makes it again
+        #: whenever one of them is replaced
+        self.tab = self._address()
         #: the kernels called once per event, each through the dispatcher until its
         #: first call has compiled (or loaded) its one signature, then :func:`direct`
         self._pop_chain, self._refill = kernels.pop_chain, kernels.refill
@@ -114,7 +121,7 @@ class CompiledCore:
             n = len(res)
             call = self._enter_one
             self.next = call(
-                slot, flow.id, flow.nbytes, flow.w, n, res[0], res[n - 1], float(now), self.st
+                slot, flow.id, flow.nbytes, flow.w, n, res[0], res[n - 1], float(now), self.tab
             )
             if call is self.k.enter_one:
                 self._enter_one = direct(call)
@@ -138,14 +145,14 @@ class CompiledCore:
             np.array([len(flow.res) for flow in flows], dtype=np.int64),
             np.array([r for flow in flows for r in flow.res], dtype=np.int64),
             now,
-            self.st,
+            self.tab,
         )
 
     def remove(self, flows: Sequence[Flow], now: float) -> None:
         """``flows`` leave their bandwidth phase unfinished; their ``remaining`` is
         advanced to ``now``."""
         slots = [flow.slot for flow in flows]
-        self.next = self.k.remove(np.array(slots, dtype=np.int64), now, self.st)
+        self.next = self.k.remove(np.array(slots, dtype=np.int64), now, self.tab)
         remaining = self._rem[slots].tolist()
         for flow, rest in zip(flows, remaining, strict=True):
             flow.remaining = rest
@@ -161,10 +168,7 @@ class CompiledCore:
         the flows in order, each one's instant and quietness, and the last instant."""
         assert latch_left is not None  # the network keeps latches for this core
         call = self._pop_chain
-        n, last, self.next = call(
-            float(now), float(horizon), self.keep, self.latch_of, latch_left, self.due,
-            self.when, self.quiet, self.st,
-        )  # fmt: skip
+        n, last, self.next = call(float(now), float(horizon), latch_left, self.tab)
         if call is self.k.pop_chain:
             self._pop_chain = direct(call)
         if n == 0:
@@ -197,7 +201,7 @@ class CompiledCore:
         self.entries += 1
         flow.id = key
         call = self._refill
-        self.next = call(flow.slot, key, flow.remaining, float(now), self.st)
+        self.next = call(flow.slot, key, flow.remaining, float(now), self.tab)
         if call is self.k.refill:
             self._refill = direct(call)
 
@@ -206,7 +210,7 @@ class CompiledCore:
         ``shorten``)."""
         self.keep[flow.slot] = flow.keep
         call = self._shorten
-        self.next = call(flow.slot, float(cut), float(now), self.st)
+        self.next = call(flow.slot, float(cut), float(now), self.tab)
         if call is self.k.shorten:
             self._shorten = direct(call)
 
@@ -240,6 +244,12 @@ class CompiledCore:
         return self._rate.item(flow.slot)
 
     # -- internals -------------------------------------------------------------------------
+    def _address(self) -> np.ndarray:
+        """The kernels' address table of the current arrays (they stay alive in ``st``
+        and the attributes below until replaced, and the table with them)."""
+        arrays = (*self.st, self.keep, self.latch_of, self.due, self.when, self.quiet)
+        return address_table(arrays, self.k.LAYOUT)
+
     def _fields(self) -> None:
         """Views of the per-slot fields Python reads one flow at a time (``.item`` of a
         float64 view gives a Python float without a record object in between); made
@@ -283,6 +293,7 @@ class CompiledCore:
         meta[3] = int(cap.sum())
         self.pool_size = size
         self.st = (*self.st[:3], pool, *self.st[4:])
+        self.tab = self._address()
 
     def _grow(self, slots: int, width: int) -> None:
         """Room for ``slots`` flows of up to ``width`` resources."""
@@ -307,3 +318,4 @@ class CompiledCore:
         self.when = np.zeros(slots)
         self.quiet = np.zeros(slots, dtype=np.bool_)
         self.slots, self.width = slots, width
+        self.tab = self._address()

@@ -15,6 +15,7 @@ import numpy as np
 import simpy
 
 from protocols.contract import Flows, GroupPlan, RoundPlan
+from sim.core.addresses import address_table
 from sim.core.optional import optional_module
 from sim.engine.netclock.chains import Chains, pieces_through
 from sim.network import Flow, FlowNetwork
@@ -115,10 +116,13 @@ class RoundState:
         self.reply_chunks: dict[int, ReplyChunk] | None = None
         self._inner = np.zeros(0, dtype=bool)
         #: the numba loop of :meth:`ended_run` (None: numba is not installed, or the
-        #: plan is outside it) and its arrays (:meth:`_run_ready`)
+        #: plan is outside it), its arrays, their address table and the most flows one
+        #: piece releases (:meth:`_run_ready`)
         self._run: Any = _ends_kernel()
-        self._run_in: tuple[Any, ...] = ()
+        self._run_arrays: tuple[np.ndarray, ...] = ()
         self._run_out: tuple[np.ndarray, ...] = ()
+        self._run_tab = np.zeros((0, 3), dtype=np.int64)
+        self._widest = 0
         if streams and flows.streamed is not None:
             cont = _continuations(flows, pred)
             if cont is not None:
@@ -279,10 +283,10 @@ class RoundState:
         if not self._run_ready():
             self.ended_inside(flat[start:stop].tolist(), ready)
             return
-        run, inputs, outputs = self._run, self._run_in, self._run_out
-        released, opened, kept, counts = outputs
+        run, tab, widest = self._run, self._run_tab, self._widest
+        released, opened, kept, counts = self._run_out
         while start < stop:  # more than once where the output arrays fill up
-            at = run(flat, start, stop, *inputs, *outputs)
+            at = run(flat, start, stop, widest, tab)
             n_ready, n_opened, n_kept = counts.item(0), counts.item(1), counts.item(2)
             self.left -= at - start
             if self.left == 0:
@@ -299,9 +303,10 @@ class RoundState:
 
     def _run_ready(self) -> bool:
         """Whether :meth:`ended_run` runs in numba; its arrays are made on first use:
-        ``_run_in``, what :func:`~sim.engine.netclock._ends_jit.ended_run` reads after
-        ``flat, start, stop``, and ``_run_out``, what it writes."""
-        if self._run_in:
+        ``_run_arrays``, those :func:`~sim.engine.netclock._ends_jit.ended_run` reads
+        and writes (kept alive here: the kernel has only their address table,
+        ``_run_tab``), among them ``_run_out``, its outputs."""
+        if self._run_arrays:
             return True
         nexts, cont, plan = self._nexts, self.cont, self.plan
         if self._run is None or nexts is None or cont is None or plan.delivered is None:
@@ -310,7 +315,7 @@ class RoundState:
         none = np.zeros(0, dtype=np.intp)
         order, bounds = self._behind.order, self._behind.bounds
         widest = 3 + (int(np.diff(bounds).max()) if bounds.size > 1 else 0)
-        self._run_in = (  # one layout and type each: one compiled signature
+        inputs = (  # one layout and type each, as the kernel's LAYOUT says
             _ints(cont),
             np.frombuffer(self.need, dtype=np.int64),
             np.frombuffer(self.gate_left, dtype=np.int64),
@@ -321,7 +326,6 @@ class RoundState:
             _ints(none if self.next_piece is None else self.next_piece),
             np.ascontiguousarray(np.zeros(0, dtype=bool) if self.lazy is None else self.lazy),
             plan.delivered,
-            widest,
         )
         room = _RUN_ROOM + widest
         self._run_out = (
@@ -330,6 +334,9 @@ class RoundState:
             np.empty(room, dtype=np.int64),  # continuations to keep
             np.zeros(3, dtype=np.int64),  # how many of each
         )
+        self._run_arrays = (*inputs, *self._run_out)
+        self._run_tab = address_table(self._run_arrays, _KERNEL_LAYOUT[0])
+        self._widest = widest
         return True
 
     def _count_ends(
@@ -395,6 +402,7 @@ def _ends_kernel() -> Any:
     if not _KERNEL:
         module: ModuleType | None = optional_module("sim.engine.netclock._ends_jit")
         _KERNEL.append(None if module is None else module.ended_run)
+        _KERNEL_LAYOUT.append(None if module is None else module.LAYOUT)
     kernel = _KERNEL[0]
     if getattr(kernel, "signatures", None):  # the dispatcher, compiled: its one entry
         _KERNEL[0] = kernel = direct(kernel)
@@ -402,6 +410,7 @@ def _ends_kernel() -> Any:
 
 
 _KERNEL: list[Any] = []  # the kernel, once looked for
+_KERNEL_LAYOUT: list[Any] = []  # and the layout of its address table
 
 
 def _ints(values: np.ndarray) -> np.ndarray:
