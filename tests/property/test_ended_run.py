@@ -1,6 +1,7 @@
 """``RoundState.ended_run`` counts a run of pieces in numba as ``ended_inside`` does in
-Python: the same flows released in the same order, the same counters left (``need``,
-``gate_left``), the same flows delivered, the same gates opened and continuations kept,
+Python, and ``RoundState.ended`` a delivered flow as its Python loop does: the same
+flows released in the same order, the same counters left (``need``, ``gate_left``), the
+same flows delivered, the same gates opened and continuations kept,
 in the same order, and ``done`` settled with the round's last end.
 
 The plans are random (gates opened and waited for, flows after others, pieces on a
@@ -22,7 +23,9 @@ from protocols.contract import Flows, RoundPlan
 from sim.engine.netclock import round_state
 from sim.engine.netclock.round_state import RoundState
 
-pytestmark = pytest.mark.skipif(round_state._ends_kernel() is None, reason="numba not installed")
+pytestmark = pytest.mark.skipif(
+    round_state._ends_kernel("ended_run") is None, reason="numba not installed"
+)
 
 
 @st.composite
@@ -120,4 +123,31 @@ def test_numba_counts_a_run_of_ends_as_python_does(plan: dict[str, Any], room: i
     np.testing.assert_array_equal(fast.plan.delivered, slow.plan.delivered)
     assert kept_fast == kept_slow
     assert gates_fast.opened == gates_slow.opened
+    assert fast.done.triggered == slow.done.triggered == (fast.left == 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(plans(), st.lists(st.booleans(), min_size=40, max_size=40))
+def test_numba_counts_single_ends_as_python_does(plan: dict[str, Any], ok: list[bool]) -> None:
+    """Flows ended one by one, delivered or not (the failures take the Python loop on
+    both sides): each one's released flows, and the counters, gates and continuations
+    kept after it, agree."""
+    fast, kept_fast, gates_fast = _state(plan, kernel=True)
+    slow, kept_slow, gates_slow = _state(plan, kernel=False)
+    if fast._nexts is None:
+        return  # a flow with three followers or more: no numba loop for such a plan
+    for i, delivered in zip(plan["order"], ok, strict=False):
+        assert fast.ended(i, delivered) == slow.ended(i, delivered)
+        assert list(fast.need) == list(slow.need)
+        assert list(fast.gate_left) == list(slow.gate_left)
+        assert fast.broken == slow.broken
+        assert fast.left == slow.left
+        assert kept_fast == kept_slow
+        assert gates_fast.opened == gates_slow.opened
+    assert fast._run is not None
+    if any(ok[: len(plan["order"])]):
+        assert fast._run_arrays  # the numba loop ran
+    assert fast.plan.delivered is not None
+    assert slow.plan.delivered is not None
+    np.testing.assert_array_equal(fast.plan.delivered, slow.plan.delivered)
     assert fast.done.triggered == slow.done.triggered == (fast.left == 0)

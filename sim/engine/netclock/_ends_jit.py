@@ -50,6 +50,56 @@ def _waits_less(
     return n_ready, n_kept
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _end(
+    i: int,
+    skip: int,
+    need: Any,
+    gate_left: Any,
+    opens: Any,
+    behind_order: Any,
+    behind_bounds: Any,
+    nexts: Any,
+    next_piece: Any,
+    lazy: Any,
+    delivered: Any,
+    ready: Any,
+    opened: Any,
+    kept: Any,
+    counts: Any,
+) -> None:
+    """Count flow i as ended and delivered: ``_count_ends``' steps for it, what it
+    releases other than ``skip`` written to ``ready``, its gate to ``opened`` if it
+    opens, the continuations to keep to ``kept``, after the ``counts`` there already
+    (updated)."""
+    n_ready, n_opened, n_kept = counts[0], counts[1], counts[2]
+    delivered[i] = True
+    if opens.size > 0:
+        gate = opens[i]
+        if gate >= 0:
+            gate_left[gate] -= 1
+            if gate_left[gate] == 0:
+                opened[n_opened] = gate
+                n_opened += 1
+                for k in range(behind_bounds[gate], behind_bounds[gate + 1]):
+                    n_ready, n_kept = _waits_less(
+                        behind_order[k], skip, need, lazy, ready, n_ready, kept, n_kept
+                    )
+    for k in range(nexts.shape[1]):
+        j = nexts[i, k]
+        if j < 0:
+            break
+        n_ready, n_kept = _waits_less(j, skip, need, lazy, ready, n_ready, kept, n_kept)
+    if next_piece.size > 0:
+        j = next_piece[i]
+        if j >= 0:
+            need[j] -= 1
+            if need[j] == 0 and j != skip:
+                ready[n_ready] = j
+                n_ready += 1
+    counts[0], counts[1], counts[2] = n_ready, n_opened, n_kept
+
+
 @_compiled
 def ended_run(flat: Any, start: int, stop: int, widest: int, tab: Any) -> int:
     """Count pieces ``flat[start:stop]`` as ended and delivered, in order, each
@@ -67,39 +117,35 @@ def ended_run(flat: Any, start: int, stop: int, widest: int, tab: Any) -> int:
     lazy, delivered = view1(tab, 8, b1), view1(tab, 9, b1)
     ready, opened = view1(tab, 10, i64), view1(tab, 11, i64)
     kept, counts = view1(tab, 12, i64), view1(tab, 13, i64)
-    n_ready = n_opened = n_kept = 0
+    counts[0] = counts[1] = counts[2] = 0
     room = min(ready.size, kept.size)
-    has_gates, has_next = opens.size > 0, next_piece.size > 0
     p = start
     while p < stop:
-        if n_ready + widest > room or n_kept + widest > room:
+        if counts[0] + widest > room or counts[2] + widest > room:
             break
         i = flat[p]
-        delivered[i] = True
-        skip = cont[i]
-        if has_gates:
-            gate = opens[i]
-            if gate >= 0:
-                gate_left[gate] -= 1
-                if gate_left[gate] == 0:
-                    opened[n_opened] = gate
-                    n_opened += 1
-                    for k in range(behind_bounds[gate], behind_bounds[gate + 1]):
-                        n_ready, n_kept = _waits_less(
-                            behind_order[k], skip, need, lazy, ready, n_ready, kept, n_kept
-                        )
-        for k in range(nexts.shape[1]):
-            j = nexts[i, k]
-            if j < 0:
-                break
-            n_ready, n_kept = _waits_less(j, skip, need, lazy, ready, n_ready, kept, n_kept)
-        if has_next:
-            j = next_piece[i]
-            if j >= 0:
-                need[j] -= 1
-                if need[j] == 0 and j != skip:
-                    ready[n_ready] = j
-                    n_ready += 1
+        _end(
+            i, cont[i], need, gate_left, opens, behind_order, behind_bounds, nexts,
+            next_piece, lazy, delivered, ready, opened, kept, counts,
+        )  # fmt: skip
         p += 1
-    counts[0], counts[1], counts[2] = n_ready, n_opened, n_kept
     return p
+
+
+@_compiled
+def ended_one(i: int, tab: Any) -> None:
+    """Count flow i as ended and delivered (no continuation skipped): ``counts`` holds
+    how many flows it wrote to ``ready``, ``opened`` and ``kept`` (each has room for
+    the most a flow releases)."""
+    i64, b1 = np.int64, np.bool_
+    need, gate_left = view1(tab, 1, i64), view1(tab, 2, i64)
+    opens, behind_order, behind_bounds = view1(tab, 3, i64), view1(tab, 4, i64), view1(tab, 5, i64)
+    nexts, next_piece = view2(tab, 6, i64), view1(tab, 7, i64)
+    lazy, delivered = view1(tab, 8, b1), view1(tab, 9, b1)
+    ready, opened = view1(tab, 10, i64), view1(tab, 11, i64)
+    kept, counts = view1(tab, 12, i64), view1(tab, 13, i64)
+    counts[0] = counts[1] = counts[2] = 0
+    _end(
+        i, -1, need, gate_left, opens, behind_order, behind_bounds, nexts, next_piece, lazy,
+        delivered, ready, opened, kept, counts,
+    )  # fmt: skip

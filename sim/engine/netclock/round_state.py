@@ -115,10 +115,11 @@ class RoundState:
         #: pieces may end inside one
         self.reply_chunks: dict[int, ReplyChunk] | None = None
         self._inner = np.zeros(0, dtype=bool)
-        #: the numba loop of :meth:`ended_run` (None: numba is not installed, or the
-        #: plan is outside it), its arrays, their address table and the most flows one
-        #: piece releases (:meth:`_run_ready`)
-        self._run: Any = _ends_kernel()
+        #: the numba loops of :meth:`ended_run` and :meth:`ended` (None: numba is not
+        #: installed, or the plan is outside them), their arrays, the arrays' address
+        #: table and the most flows one piece releases (:meth:`_run_ready`)
+        self._run: Any = _ends_kernel("ended_run")
+        self._one: Any = _ends_kernel("ended_one")
         self._run_arrays: tuple[np.ndarray, ...] = ()
         self._run_out: tuple[np.ndarray, ...] = ()
         self._run_tab = np.zeros((0, 3), dtype=np.int64)
@@ -263,9 +264,14 @@ class RoundState:
         return np.flatnonzero(self._need0 & (self.waits >= 0)).tolist()
 
     def ended(self, i: int, ok: bool) -> list[int]:
-        """Count flow ``i`` as ended (``ok``: delivered); the flows that may start now."""
+        """Count flow ``i`` as ended (``ok``: delivered); the flows that may start now.
+        A delivered flow is counted in numba where :meth:`ended_run` is."""
         ready: list[int] = []
-        self._count_ends((i,), ok, ready, None)
+        if ok and self._run_ready():
+            self._one(i, self._run_tab)
+            self._take_counted(1, ready)
+        else:
+            self._count_ends((i,), ok, ready, None)
         return ready
 
     def ended_inside(self, pieces: list[int], ready: list[int]) -> None:
@@ -284,22 +290,30 @@ class RoundState:
             self.ended_inside(flat[start:stop].tolist(), ready)
             return
         run, tab, widest = self._run, self._run_tab, self._widest
-        released, opened, kept, counts = self._run_out
         while start < stop:  # more than once where the output arrays fill up
             at = run(flat, start, stop, widest, tab)
-            n_ready, n_opened, n_kept = counts.item(0), counts.item(1), counts.item(2)
-            self.left -= at - start
-            if self.left == 0:
-                self.done.succeed()
-            if n_opened and self.chains is not None:
-                for gate in opened[:n_opened].tolist():
-                    self.chains.gate_opened(gate)
-            if n_kept:
-                for j in kept[:n_kept].tolist():
-                    self._keep_for(j)
-            if n_ready:
-                ready.extend(released[:n_ready].tolist())
+            self._take_counted(at - start, ready)
             start = at
+
+    def _take_counted(self, counted: int, ready: list[int]) -> None:
+        """After the numba loop counted ``counted`` flows as ended: what it could not do,
+        in its order (``done`` once none is left, the gates opened, the continuations
+        kept), and the flows it released appended to ``ready``."""
+        released, opened, kept, counts = self._run_out
+        n_ready, n_opened, n_kept = counts.tolist()
+        self.left -= counted
+        if self.left == 0:
+            self.done.succeed()
+        if n_opened and self.chains is not None:
+            for gate in opened[:n_opened].tolist():
+                self.chains.gate_opened(gate)
+        if n_kept:
+            for j in kept[:n_kept].tolist():
+                self._keep_for(j)
+        if n_ready == 1:
+            ready.append(released.item(0))
+        elif n_ready:
+            ready.extend(released[:n_ready].tolist())
 
     def _run_ready(self) -> bool:
         """Whether :meth:`ended_run` runs in numba; its arrays are made on first use:
@@ -309,14 +323,14 @@ class RoundState:
         if self._run_arrays:
             return True
         nexts, cont, plan = self._nexts, self.cont, self.plan
-        if self._run is None or nexts is None or cont is None or plan.delivered is None:
+        if self._run is None or nexts is None or plan.delivered is None:
             self._run = None
             return False
         none = np.zeros(0, dtype=np.intp)
         order, bounds = self._behind.order, self._behind.bounds
         widest = 3 + (int(np.diff(bounds).max()) if bounds.size > 1 else 0)
         inputs = (  # one layout and type each, as the kernel's LAYOUT says
-            _ints(cont),
+            _ints(none if cont is None else cont),  # read by ended_run (streams) only
             np.frombuffer(self.need, dtype=np.int64),
             np.frombuffer(self.gate_left, dtype=np.int64),
             _ints(none if self.opens is None else self.opens),
@@ -335,7 +349,7 @@ class RoundState:
             np.zeros(3, dtype=np.int64),  # how many of each
         )
         self._run_arrays = (*inputs, *self._run_out)
-        self._run_tab = address_table(self._run_arrays, _KERNEL_LAYOUT[0])
+        self._run_tab = address_table(self._run_arrays, _KERNELS["LAYOUT"])
         self._widest = widest
         return True
 
@@ -396,21 +410,22 @@ class RoundState:
 _RUN_ROOM = 1024
 
 
-def _ends_kernel() -> Any:
-    """The compiled :func:`~sim.engine.netclock._ends_jit.ended_run` (None without
+def _ends_kernel(name: str) -> Any:
+    """The compiled ``name`` of :mod:`~sim.engine.netclock._ends_jit` (None without
     numba); its machine code itself once compiled (:func:`~sim.network.compiled.direct`)."""
-    if not _KERNEL:
+    if not _KERNELS:
         module: ModuleType | None = optional_module("sim.engine.netclock._ends_jit")
-        _KERNEL.append(None if module is None else module.ended_run)
-        _KERNEL_LAYOUT.append(None if module is None else module.LAYOUT)
-    kernel = _KERNEL[0]
+        _KERNELS["LAYOUT"] = None if module is None else module.LAYOUT
+        for kernel_name in ("ended_run", "ended_one"):
+            _KERNELS[kernel_name] = None if module is None else getattr(module, kernel_name)
+    kernel = _KERNELS[name]
     if getattr(kernel, "signatures", None):  # the dispatcher, compiled: its one entry
-        _KERNEL[0] = kernel = direct(kernel)
+        _KERNELS[name] = kernel = direct(kernel)
     return kernel
 
 
-_KERNEL: list[Any] = []  # the kernel, once looked for
-_KERNEL_LAYOUT: list[Any] = []  # and the layout of its address table
+#: the kernels by name, once looked for, and the layout of their address table
+_KERNELS: dict[str, Any] = {}
 
 
 def _ints(values: np.ndarray) -> np.ndarray:
