@@ -103,7 +103,7 @@ class CompiledCore:
     def enter(self, flows: Sequence[Flow], now: float) -> None:
         """``flows`` (with bytes and resources) start their bandwidth phase now."""
         k = len(flows)
-        width = max(len(flow.res) for flow in flows)
+        width = len(flows[0].res) if k == 1 else max(len(flow.res) for flow in flows)
         if k > len(self.free) or width > self.width:
             self._grow(max(self.slots, 2 * (self.slots - len(self.free) + k)), width)
         self._pool_room(k * width)
@@ -270,7 +270,7 @@ class CompiledCore:
         at most 8 + 4 (n + a) entries in all; over the lists a call touches (at most
         ``added``), 4 × entries + 12 × added."""
         meta = self.st[8]
-        top, entries = int(meta[3]), int(meta[4])
+        top, entries = meta.item(3), meta.item(4)
         need = 4 * entries + 12 * added + 8
         if top + need <= self.pool_size:
             return

@@ -133,10 +133,11 @@ def ended_run(flat: Any, start: int, stop: int, widest: int, tab: Any) -> int:
 
 
 @_compiled
-def ended_one(i: int, tab: Any) -> None:
+def ended_one(i: int, tab: Any) -> int:
     """Count flow i as ended and delivered (no continuation skipped): ``counts`` holds
     how many flows it wrote to ``ready``, ``opened`` and ``kept`` (each has room for
-    the most a flow releases)."""
+    the most a flow releases). Returns how many it released where it opened no gate and
+    keeps no continuation (most ends), else -1."""
     i64, b1 = np.int64, np.bool_
     need, gate_left = view1(tab, 1, i64), view1(tab, 2, i64)
     opens, behind_order, behind_bounds = view1(tab, 3, i64), view1(tab, 4, i64), view1(tab, 5, i64)
@@ -149,3 +150,4 @@ def ended_one(i: int, tab: Any) -> None:
         i, -1, need, gate_left, opens, behind_order, behind_bounds, nexts, next_piece, lazy,
         delivered, ready, opened, kept, counts,
     )  # fmt: skip
+    return counts[0] if counts[1] == 0 and counts[2] == 0 else -1

@@ -399,7 +399,7 @@ class NetworkClock:
         elif state.gated_pred is not None:
             state.mark_end(i, self.env.now)
         self._release(state.ended(i, ok), state)
-        if cont is not None:
+        if cont is not None and state.open:  # else no stream to close
             self._close_unsent(cont.item(i), state)
 
     def _on_loud(self, state: RoundState, flow: Flow, ok: bool) -> None:

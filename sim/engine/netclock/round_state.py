@@ -267,11 +267,20 @@ class RoundState:
         """Count flow ``i`` as ended (``ok``: delivered); the flows that may start now.
         A delivered flow is counted in numba where :meth:`ended_run` is."""
         ready: list[int] = []
-        if ok and self._run_ready():
-            self._one(i, self._run_tab)
-            self._take_counted(1, ready)
-        else:
-            self._count_ends((i,), ok, ready, None)
+        if ok and (self._run_arrays or self._run_ready()):
+            released = self._one(i, self._run_tab)
+            if released < 0:  # a gate opened, or a continuation to keep
+                self._take_counted(1, ready)
+                return ready
+            self.left -= 1  # _take_counted's steps where there is nothing else
+            if self.left == 0:
+                self.done.succeed()
+            if released == 1:
+                ready.append(self._run_out[0].item(0))
+            elif released:
+                ready.extend(self._run_out[0][:released].tolist())
+            return ready
+        self._count_ends((i,), ok, ready, None)
         return ready
 
     def ended_inside(self, pieces: list[int], ready: list[int]) -> None:
@@ -465,14 +474,20 @@ class ReplyChunk:
 def _followers(after: np.ndarray, n: int, most: int) -> np.ndarray | None:
     """(n, most): the flows j with ``after[j] == i`` for each flow i, in flow order, then
     -1s; None where a flow has more than ``most`` such flows."""
-    j = np.flatnonzero(after >= 0)
+    j = np.flatnonzero(after >= 0)  # in flow order
     i = after[j]
     if i.size and np.bincount(i, minlength=n).max() > most:
         return None
-    order = np.argsort(i, kind="stable")  # by i, each one's flows in flow order
-    i, j = i[order], j[order]
     followers = np.full((n, most), -1, dtype=np.intp)
-    followers[i, np.arange(i.size) - np.searchsorted(i, i)] = j
+    for k in range(most):  # column k: each flow's first follower not in columns < k
+        if i.size == 0:
+            break
+        first = np.full(n, n, dtype=np.intp)
+        np.minimum.at(first, i, j)  # linear, where a stable sort by i was n log n
+        has = first < n
+        followers[has, k] = first[has]
+        rest = j != first[i]
+        i, j = i[rest], j[rest]
     return followers
 
 
