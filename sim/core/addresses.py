@@ -5,10 +5,12 @@ takes a network's fifteen state arrays spends ~0.5 µs a call on that alone, mor
 many of its calls compute. Such a kernel takes one :func:`address_table` of its arrays
 instead, and views them through it (:mod:`sim.core._addresses_jit`): ~0.1 µs a call.
 
-The table holds raw addresses. Its owner keeps the arrays alive and makes the table
-again whenever it replaces one of them (a grown array is a new array); the layout each
-kernel expects is checked here, when the table is made, since a view of the wrong dtype
-or shape would read memory as something it is not.
+The table holds raw addresses, valid in the process that made it (a forked child has
+the same addresses; a copy or a pickle of the arrays has not: make the table again).
+Its owner keeps the arrays alive and makes the table again whenever it replaces one of
+them (a grown array is a new array). The layout each kernel expects is checked here,
+when the table is made, since a view of the wrong dtype or shape would read memory as
+something it is not.
 """
 
 from __future__ import annotations
