@@ -33,6 +33,18 @@ LAYOUT = (
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _arrays(tab: Any) -> tuple[Any, ...]:
+    """The arrays of the address table ``tab``, in the order of :data:`LAYOUT`."""
+    i64, b1 = np.int64, np.bool_
+    return (
+        view1(tab, 0, i64), view1(tab, 1, i64), view1(tab, 2, i64), view1(tab, 3, i64),
+        view1(tab, 4, i64), view1(tab, 5, i64), view2(tab, 6, i64), view1(tab, 7, i64),
+        view1(tab, 8, b1), view1(tab, 9, b1), view1(tab, 10, i64), view1(tab, 11, i64),
+        view1(tab, 12, i64), view1(tab, 13, i64),
+    )  # fmt: skip
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _waits_less(
     j: int, skip: int, need: Any, lazy: Any, ready: Any, n_ready: int, kept: Any, n_kept: int
 ) -> tuple[int, int]:
@@ -110,13 +122,8 @@ def ended_run(flat: Any, start: int, stop: int, widest: int, tab: Any) -> int:
     holds how many flows it wrote to ``ready``, ``opened`` and ``kept``. Arrays of
     size 0 stand for none (``opens``, ``next_piece``, ``lazy``); all but ``flat`` are
     in the address table ``tab``."""
-    i64, b1 = np.int64, np.bool_
-    cont, need, gate_left = view1(tab, 0, i64), view1(tab, 1, i64), view1(tab, 2, i64)
-    opens, behind_order, behind_bounds = view1(tab, 3, i64), view1(tab, 4, i64), view1(tab, 5, i64)
-    nexts, next_piece = view2(tab, 6, i64), view1(tab, 7, i64)
-    lazy, delivered = view1(tab, 8, b1), view1(tab, 9, b1)
-    ready, opened = view1(tab, 10, i64), view1(tab, 11, i64)
-    kept, counts = view1(tab, 12, i64), view1(tab, 13, i64)
+    (cont, need, gate_left, opens, behind_order, behind_bounds, nexts, next_piece, lazy,
+     delivered, ready, opened, kept, counts) = _arrays(tab)  # fmt: skip
     counts[0] = counts[1] = counts[2] = 0
     room = min(ready.size, kept.size)
     p = start
@@ -138,13 +145,8 @@ def ended_one(i: int, tab: Any) -> int:
     how many flows it wrote to ``ready``, ``opened`` and ``kept`` (each has room for
     the most a flow releases). Returns how many it released where it opened no gate and
     keeps no continuation (most ends), else -1."""
-    i64, b1 = np.int64, np.bool_
-    need, gate_left = view1(tab, 1, i64), view1(tab, 2, i64)
-    opens, behind_order, behind_bounds = view1(tab, 3, i64), view1(tab, 4, i64), view1(tab, 5, i64)
-    nexts, next_piece = view2(tab, 6, i64), view1(tab, 7, i64)
-    lazy, delivered = view1(tab, 8, b1), view1(tab, 9, b1)
-    ready, opened = view1(tab, 10, i64), view1(tab, 11, i64)
-    kept, counts = view1(tab, 12, i64), view1(tab, 13, i64)
+    (_, need, gate_left, opens, behind_order, behind_bounds, nexts, next_piece, lazy,
+     delivered, ready, opened, kept, counts) = _arrays(tab)  # fmt: skip
     counts[0] = counts[1] = counts[2] = 0
     _end(
         i, -1, need, gate_left, opens, behind_order, behind_bounds, nexts, next_piece, lazy,
