@@ -304,11 +304,7 @@ class FlowNetwork(Streams):
     # -- events --------------------------------------------------------------------------
     def _on_latency(self, event: simpy.Event) -> None:
         batch = self._latency_batches.pop(cast(float, event.value))
-        if len(batch) == 1:  # most batches: one flow
-            if batch[0].phase is LATENCY:
-                self._enter(batch[0])
-            return
-        entering = tuple(flow for flow in batch if flow.phase is LATENCY)
+        entering = [flow for flow in batch if flow.phase is LATENCY]
         if entering:
             self._enter(*entering)
 

@@ -268,19 +268,9 @@ class RoundState:
         A delivered flow is counted in numba where :meth:`ended_run` is."""
         ready: list[int] = []
         if ok and (self._run_arrays or self._run_ready()):
-            released = self._one(i, self._run_tab)
-            if released < 0:  # a gate opened, or a continuation to keep
-                self._take_counted(1, ready)
-                return ready
-            self.left -= 1  # _take_counted's steps where there is nothing else
-            if self.left == 0:
-                self.done.succeed()
-            if released == 1:
-                ready.append(self._run_out[0].item(0))
-            elif released:
-                ready.extend(self._run_out[0][:released].tolist())
-            return ready
-        self._count_ends((i,), ok, ready, None)
+            self._take_counted(1, ready, self._one(i, self._run_tab))
+        else:
+            self._count_ends((i,), ok, ready, None)
         return ready
 
     def ended_inside(self, pieces: list[int], ready: list[int]) -> None:
@@ -304,21 +294,24 @@ class RoundState:
             self._take_counted(at - start, ready)
             start = at
 
-    def _take_counted(self, counted: int, ready: list[int]) -> None:
+    def _take_counted(self, counted: int, ready: list[int], n_ready: int = -1) -> None:
         """After the numba loop counted ``counted`` flows as ended: what it could not do,
         in its order (``done`` once none is left, the gates opened, the continuations
-        kept), and the flows it released appended to ``ready``."""
+        kept), and the flows it released appended to ``ready``. ``n_ready`` >= 0 (from
+        ``ended_one``): it released that many, opened no gate and keeps nothing, so its
+        counts need not be read."""
         released, opened, kept, counts = self._run_out
-        n_ready, n_opened, n_kept = counts.tolist()
         self.left -= counted
         if self.left == 0:
             self.done.succeed()
-        if n_opened and self.chains is not None:
-            for gate in opened[:n_opened].tolist():
-                self.chains.gate_opened(gate)
-        if n_kept:
-            for j in kept[:n_kept].tolist():
-                self._keep_for(j)
+        if n_ready < 0:
+            n_ready, n_opened, n_kept = counts.tolist()
+            if n_opened and self.chains is not None:
+                for gate in opened[:n_opened].tolist():
+                    self.chains.gate_opened(gate)
+            if n_kept:
+                for j in kept[:n_kept].tolist():
+                    self._keep_for(j)
         if n_ready == 1:
             ready.append(released.item(0))
         elif n_ready:
