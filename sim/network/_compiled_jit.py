@@ -23,8 +23,9 @@ Layout (``S`` flow slots, ``L`` resources per flow at most, ``R`` resources):
   flow id) with the flow's slot, one entry per flow with a rate (``CPOS``: where it is,
   -1 if nowhere): its order is that of the general path's live heap entries, whose
   stale ones it does without;
-- ``META`` (5,) int64: calendar size, last stamp, flows in their bandwidth phase, pool
-  top, elements in the pool's lists;
+- ``META`` (6,) int64: calendar size, last stamp, flows in their bandwidth phase, pool
+  top, elements in the pool's lists, entries into the bandwidth phase so far (the count
+  that orders ``entered``);
 - ``SR`` (5, R) int64, ``RHS`` (R,) float64, ``SS`` (3, S) int64, ``MEMB`` (S·L,) int64
   and ``SF`` (S,) float64: scratch (ordered resource sets, the resource heap, region,
   extra flows then calendar updates, due flows, members of each resource).
@@ -88,7 +89,7 @@ CAP, LEFT, WSUM, PEAK = 0, 1, 2, 3
 # members (CSR in MEMB)
 BSTART, BCAP, NON, COUNT, S_LEFT, S_SAT, S_PEAK, S_TOUCH, S_COVER, S_MEM, MSTART, MLEN = range(12)
 # META entries
-HSIZE, STAMP, NACTIVE, PTOP, NELEM = 0, 1, 2, 3, 4
+HSIZE, STAMP, NACTIVE, PTOP, NELEM, ENTRIES = 0, 1, 2, 3, 4, 5
 # SR rows (resources) and SS rows (flows)
 CHANGED, TOUCHED, COVERED, MRES, RHEAP = 0, 1, 2, 3, 4
 REGION, XTRA, OUT = 0, 1, 2
@@ -96,15 +97,17 @@ REGION, XTRA, OUT = 0, 1, 2
 State = tuple[Any, ...]
 
 #: dtype and dimensions of each array of the address table the entry points take: the
-#: state (:func:`empty_state`), then per slot ``keep``, ``latch_of`` and the three
-#: outputs of :func:`pop_chain` (``due``, ``when``, ``quiet``).
+#: state (:func:`empty_state`), then per slot ``keep``, ``latch_of``, the three
+#: outputs of :func:`pop_chain` (``due``, ``when``, ``quiet``) and ``entered`` (when the
+#: slot's flow entered its bandwidth phase or was last refilled: ``META[ENTRIES]`` then).
 LAYOUT = (
     (HOT, 1), (COLD, 1), (np.int64, 2), (ELEM, 1), (np.float64, 2), (np.int64, 2),
     (CAL, 1), (np.int64, 1), (np.int64, 1), (np.int64, 2), (np.float64, 1), (np.int64, 2),
     (np.int64, 1), (np.int64, 2), (np.float64, 1),
     (np.bool_, 1), (np.int64, 1), (np.int64, 1), (np.float64, 1), (np.bool_, 1),
+    (np.int64, 1),
 )  # fmt: skip
-KEEP, LATCH_OF, DUE, WHEN, QUIET = range(15, 20)
+KEEP, LATCH_OF, DUE, WHEN, QUIET, ENTERED = range(15, 21)
 
 
 @_jit
@@ -542,23 +545,35 @@ def enter(
     slots: Any, keys: Any, nbytes: Any, weights: Any, nres: Any, flat: Any, now: float, tab: Any
 ) -> float:
     """:func:`_enter` on the arrays of the address table ``tab``."""
-    return _enter(slots, keys, nbytes, weights, nres, flat, now, _state(tab))
+    entered = view1(tab, ENTERED, np.int64)
+    return _enter(slots, keys, nbytes, weights, nres, flat, now, _state(tab), entered)
 
 
 @_jit
 def _enter(
-    slots: Any, keys: Any, nbytes: Any, weights: Any, nres: Any, flat: Any, now: float, st: State
+    slots: Any,
+    keys: Any,
+    nbytes: Any,
+    weights: Any,
+    nres: Any,
+    flat: Any,
+    now: float,
+    st: State,
+    entered: Any,
 ) -> float:
     """Flows start their bandwidth phase (the general core's ``enter``): flow ``j`` in
-    slot ``slots[j]``, id ``keys[j]``, its ``nres[j]`` resources next in ``flat``; a
-    flow alone on all its resources is rated at once (``_rate_alone``). Returns the
-    next completion time (:func:`next_finish`)."""
+    slot ``slots[j]``, id ``keys[j]``, its ``nres[j]`` resources next in ``flat``, its
+    entry counted in ``entered`` in that order; a flow alone on all its resources is
+    rated at once (``_rate_alone``). Returns the next completion time
+    (:func:`next_finish`)."""
     hot, cold, res, pool, rf, ri, meta, ss, epos, sf = (
         st[0], st[1], st[2], st[3], st[4], st[5], st[8], st[11], st[13], st[14]
     )  # fmt: skip
     at, nent, nu = 0, 0, 0
     for j in range(slots.size):
         f, w = slots[j], weights[j]
+        entered[f] = meta[ENTRIES]
+        meta[ENTRIES] += 1
         h, c = hot[f], cold[f]
         h.rate, h.lam, h.new_lam, h.w = 0.0, 0.0, 0.0, w
         h.mark, h.frozen, h.bneck, h.new_bneck = 0, 0, -1, -1
@@ -598,16 +613,35 @@ def _enter(
 
 @_jit
 def enter_one(
-    f: int, key: int, nbytes: float, w: float, n: int, r0: int, r1: int, now: float, tab: Any
+    f: int,
+    key: int,
+    nbytes: float,
+    w: float,
+    n: int,
+    r0: int,
+    r1: int,
+    now: float,
+    keep: bool,
+    latch: int,
+    tab: Any,
 ) -> float:
-    """:func:`enter` of one flow with at most two resources (``r0``, ``r1``)."""
+    """:func:`enter` of one flow with at most two resources (``r0``, ``r1``), its slot's
+    ``keep`` and ``latch_of`` set; NaN, and nothing done, where the pool has no room
+    for its ``n`` entries (``CompiledCore._pool_room``'s test: make room, call again)."""
+    st = _state(tab)
+    meta = st[8]
+    if meta[PTOP] + 4 * meta[NELEM] + 12 * n + 8 > st[3].size:
+        return math.nan
+    view1(tab, KEEP, np.bool_)[f] = keep
+    view1(tab, LATCH_OF, np.int64)[f] = latch
     flat = np.empty(n, np.int64)
     flat[0] = r0
     if n > 1:
         flat[1] = r1
     return _enter(
         np.full(1, f, np.int64), np.full(1, key, np.int64), np.full(1, nbytes),
-        np.full(1, w), np.full(1, n, np.int64), flat, now, _state(tab),
+        np.full(1, w), np.full(1, n, np.int64), flat, now, st,
+        view1(tab, ENTERED, np.int64),
     )  # fmt: skip
 
 
@@ -736,13 +770,16 @@ def pop_chain(now: float, horizon: float, latch_left: Any, tab: Any) -> tuple[in
 
 
 @_jit
-def refill(f: int, key: int, nbytes: float, now: float, tab: Any) -> float:
+def refill(f: int, key: int, nbytes: float, now: float, keep: bool, tab: Any) -> float:
     """The parked flow in slot ``f`` carries its next piece, ``nbytes`` from now at the
-    rate it has, as flow ``key``, last on its resources as a new flow would be (it leaves
-    each list first, so ``_append`` never moves the list's block); the next completion
-    time."""
+    rate it has, as flow ``key`` (its slot's ``keep`` set, its entry counted), last on
+    its resources as a new flow would be (it leaves each list first, so ``_append``
+    never moves the list's block); the next completion time."""
     st = _state(tab)
     res, pool, ri, meta, ss, epos, sf = st[2], st[3], st[5], st[8], st[11], st[13], st[14]
+    view1(tab, KEEP, np.bool_)[f] = keep
+    view1(tab, ENTERED, np.int64)[f] = meta[ENTRIES]
+    meta[ENTRIES] += 1
     c = st[1][f]
     for k in range(c.nres):
         r = res[f, k]
@@ -797,7 +834,7 @@ def empty_state(capacity: Any, slots: int, width: int, pool: int) -> State:
         np.zeros((n_res, 12), dtype=np.int64),
         np.zeros(slots, CAL),
         np.full(slots, -1, dtype=np.int64),
-        np.zeros(5, dtype=np.int64),
+        np.zeros(6, dtype=np.int64),
         np.zeros((5, max(n_res, 1)), dtype=np.int64),
         np.zeros(max(n_res, 1)),
         np.zeros((3, slots), dtype=np.int64),

@@ -74,11 +74,11 @@ class CompiledCore:
         self._fields()
         self.free = list(range(self.slots - 1, -1, -1))
         #: (slots,) per slot: its flow (None: free), and when it entered its bandwidth
-        #: phase or was last resumed (a count: :meth:`flows` lists them in this order,
-        #: the general core's dict order; no dict to keep up to date per flow)
+        #: phase or was last resumed (a count the kernels keep: :meth:`flows` lists them
+        #: in this order, the general core's dict order; no dict to keep up to date per
+        #: flow)
         self.flow_of: list[Flow | None] = [None] * self.slots
         self.entered = np.zeros(self.slots, dtype=np.int64)
-        self.entries = 0
         #: (slots,) per slot: its flow is a stream's piece (``Flow.keep``; False for a
         #: free slot: set at ``enter``/``refill``, cleared when the flow leaves); the due
         #: slots of the last ``pop_chain``
@@ -107,26 +107,25 @@ class CompiledCore:
         width = len(flows[0].res) if k == 1 else max(len(flow.res) for flow in flows)
         if k > len(self.free) or width > self.width:
             self._grow(max(self.slots, 2 * (self.slots - len(self.free) + k)), width)
-        self._pool_room(k * width)
         free, flow_of = self.free, self.flow_of
-        if k == 1 and width <= 2:
+        if k == 1 and width <= 2:  # the kernel tests the pool's room, sets keep and latch
             flow = flows[0]
             slot = flow.slot = free.pop()
             flow_of[slot] = flow
-            self.entered[slot] = self.entries
-            self.entries += 1
-            if flow.keep:
-                self.keep[slot] = True
-            self.latch_of[slot] = flow.latch
             res = flow.res
-            n = len(res)
+            last = res[width - 1]
+            args = (slot, flow.id, flow.nbytes, flow.w, width, res[0], last, float(now), flow.keep,
+                    flow.latch)  # fmt: skip
             call = self._enter_one
-            self.next = call(
-                slot, flow.id, flow.nbytes, flow.w, n, res[0], res[n - 1], float(now), self.tab
-            )
+            nxt = call(*args, self.tab)
+            if nxt != nxt:  # no room in the pool: made, then entered
+                self._pool_room(width)
+                nxt = call(*args, self.tab)
+            self.next = nxt
             if call is self.k.enter_one:
                 self._enter_one = direct(call)
             return
+        self._pool_room(k * width)
         slots = [free.pop() for _ in range(k)]
         keep, latch_of = self.keep, self.latch_of
         for flow, slot in zip(flows, slots, strict=True):
@@ -135,11 +134,8 @@ class CompiledCore:
             if flow.keep:
                 keep[slot] = True
             latch_of[slot] = flow.latch
-        at = np.array(slots, dtype=np.int64)
-        self.entered[at] = np.arange(self.entries, self.entries + k)
-        self.entries += k
         self.next = self.k.enter(
-            at,
+            np.array(slots, dtype=np.int64),
             np.array([flow.id for flow in flows], dtype=np.int64),
             np.array([flow.nbytes for flow in flows]),
             np.array([flow.w for flow in flows]),
@@ -197,12 +193,9 @@ class CompiledCore:
         """The parked ``flow`` carries its next piece (``remaining`` bytes) from now, at
         the rate it has, as flow ``key``: last on its resources, as a new flow would be
         (each entry leaves its list before it joins the end again: no pool room needed)."""
-        self.keep[flow.slot] = flow.keep
-        self.entered[flow.slot] = self.entries
-        self.entries += 1
         flow.id = key
         call = self._refill
-        self.next = call(flow.slot, key, flow.remaining, float(now), self.tab)
+        self.next = call(flow.slot, key, flow.remaining, float(now), flow.keep, self.tab)
         if call is self.k.refill:
             self._refill = direct(call)
 
@@ -248,7 +241,7 @@ class CompiledCore:
     def _address(self) -> np.ndarray:
         """The kernels' address table of the current arrays (they stay alive in ``st``
         and the attributes below until replaced, and the table with them)."""
-        arrays = (*self.st, self.keep, self.latch_of, self.due, self.when, self.quiet)
+        arrays = (*self.st, self.keep, self.latch_of, self.due, self.when, self.quiet, self.entered)
         return address_table(arrays, self.k.LAYOUT)
 
     def _fields(self) -> None:

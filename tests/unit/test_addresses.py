@@ -86,7 +86,7 @@ def test_the_compiled_core_tables_its_arrays_again_once_they_grow(
     sent = [net.send(i, (i + 1) % n, 1e5 * (1 + i % 3)) for i in range(n)]
     env.run()
     assert core.slots > 64
-    arrays = (*core.st, core.keep, core.latch_of, core.due, core.when, core.quiet)
+    arrays = (*core.st, core.keep, core.latch_of, core.due, core.when, core.quiet, core.entered)
     assert core.tab.tolist() == address_table(arrays, core.k.LAYOUT).tolist()
     assert core.tab[:, 0].tolist() != before[:, 0].tolist()
     assert [flow.end_s for flow in sent] == pytest.approx([0.1 * (1 + i % 3) for i in range(n)])
