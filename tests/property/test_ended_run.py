@@ -151,3 +151,11 @@ def test_numba_counts_single_ends_as_python_does(plan: dict[str, Any], ok: list[
     assert slow.plan.delivered is not None
     np.testing.assert_array_equal(fast.plan.delivered, slow.plan.delivered)
     assert fast.done.triggered == slow.done.triggered == (fast.left == 0)
+
+
+def test_round_state_reads_ended_ones_answers_as_the_kernel_gives_them() -> None:
+    """``RoundState`` tells ``ended_one``'s "read the counts" from a released flow by
+    its own copy of the kernel module's value (that module imports only with numba)."""
+    kernels = pytest.importorskip("sim.engine.netclock._ends_jit")
+    assert round_state._READ_COUNTS == kernels.READ_COUNTS
+    assert kernels.ONE_OR_NONE == -1 > kernels.READ_COUNTS

@@ -32,6 +32,11 @@ LAYOUT = (
 )  # fmt: skip
 
 
+#: What :func:`ended_one` returns where it released one flow at most, opened no gate and
+#: keeps nothing (that flow, -1 for none: a value >= -1), and where ``counts`` must be read.
+ONE_OR_NONE, READ_COUNTS = -1, -2
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _arrays(tab: Any) -> tuple[Any, ...]:
     """The arrays of the address table ``tab``, in the order of :data:`LAYOUT`."""
@@ -143,8 +148,9 @@ def ended_run(flat: Any, start: int, stop: int, widest: int, tab: Any) -> int:
 def ended_one(i: int, tab: Any) -> int:
     """Count flow i as ended and delivered (no continuation skipped): ``counts`` holds
     how many flows it wrote to ``ready``, ``opened`` and ``kept`` (each has room for
-    the most a flow releases). Returns how many it released where it opened no gate and
-    keeps no continuation (most ends), else -1."""
+    the most a flow releases). Where it opened no gate and keeps no continuation (most
+    ends) it returns the flow it released, or -1 for none (:data:`ONE_OR_NONE`); else
+    :data:`READ_COUNTS`."""
     (_, need, gate_left, opens, behind_order, behind_bounds, nexts, next_piece, lazy,
      delivered, ready, opened, kept, counts) = _arrays(tab)  # fmt: skip
     counts[0] = counts[1] = counts[2] = 0
@@ -152,4 +158,6 @@ def ended_one(i: int, tab: Any) -> int:
         i, -1, need, gate_left, opens, behind_order, behind_bounds, nexts, next_piece, lazy,
         delivered, ready, opened, kept, counts,
     )  # fmt: skip
-    return counts[0] if counts[1] == 0 and counts[2] == 0 else -1
+    if counts[1] == 0 and counts[2] == 0 and counts[0] <= 1:
+        return ready[0] if counts[0] == 1 else -1
+    return READ_COUNTS

@@ -75,12 +75,12 @@ class Chains:
         #: no Python int or float per piece.
         self.flat, self.lengths = flat, lengths
         self.offset = np.r_[0, np.cumsum(lengths, dtype=np.int64)].tolist()
-        self.cum = array("d", np.asarray(cum, dtype=np.float64).tobytes())
+        self.cum = packed("d", cum)
         #: family of each stream; members and gates (in order) of each family
         self.family, self.members, self.gates = family, members, gates
         #: per flow: its stream (-1: none) and its position in it
-        self.chain_of = array("q", chain_of.astype(np.int64).tobytes())
-        self.pos_of = array("q", pos_of.astype(np.int64).tobytes())
+        self.chain_of = packed("q", chain_of)
+        self.pos_of = packed("q", pos_of)
         n = len(lengths)
         #: per stream: pieces counted as ended; the current chunk's first and last
         #: piece (last -1: no chunk in flight) and its flow
@@ -244,6 +244,17 @@ class Chains:
             return []
         done, last, flow = self.done, self.last, self.flow
         return [c for c in self.members[f] if done[c] <= p < last[c] and flow[c] is not None]
+
+
+def packed(typecode: str, values: np.ndarray) -> array[Any]:
+    """``values`` as an ``array`` of ``typecode`` (``"q"``: int64, ``"d"``: float64),
+    read from Python one value at a time faster than a numpy array, and with no Python
+    object per value as a list; one copy of the values (none more when they have the
+    type already)."""
+    dtype = np.int64 if typecode == "q" else np.float64
+    out = array(typecode)
+    out.frombytes(np.ascontiguousarray(values, dtype=dtype).data.cast("B"))
+    return out
 
 
 def pieces_through(

@@ -17,10 +17,15 @@ import simpy
 from protocols.contract import Flows, GroupPlan, RoundPlan
 from sim.core.addresses import address_table
 from sim.core.optional import optional_module
-from sim.engine.netclock.chains import Chains, pieces_through
+from sim.engine.netclock.chains import Chains, packed, pieces_through
 from sim.network import Flow, FlowNetwork
 from sim.network.compiled import direct
 from sim.network.flows import DONE, FAILED
+
+#: what ``ended_one`` returns where its counts must be read (``_ends_jit.READ_COUNTS``,
+#: a module that imports only with numba; ``tests/property/test_ended_run.py`` checks
+#: that the two agree)
+_READ_COUNTS = -2
 
 
 class RoundState:
@@ -294,17 +299,19 @@ class RoundState:
             self._take_counted(at - start, ready)
             start = at
 
-    def _take_counted(self, counted: int, ready: list[int], n_ready: int = -1) -> None:
+    def _take_counted(self, counted: int, ready: list[int], one: int = _READ_COUNTS) -> None:
         """After the numba loop counted ``counted`` flows as ended: what it could not do,
         in its order (``done`` once none is left, the gates opened, the continuations
-        kept), and the flows it released appended to ``ready``. ``n_ready`` >= 0 (from
-        ``ended_one``): it released that many, opened no gate and keeps nothing, so its
-        counts need not be read."""
-        released, opened, kept, counts = self._run_out
+        kept), and the flows it released appended to ``ready``. ``one`` >= -1 (from
+        ``ended_one``): it released that flow (-1: none), opened no gate and keeps
+        nothing, so its counts need not be read."""
         self.left -= counted
         if self.left == 0:
             self.done.succeed()
-        if n_ready < 0:
+        if one >= 0:
+            ready.append(one)
+        elif one == _READ_COUNTS:
+            released, opened, kept, counts = self._run_out
             n_ready, n_opened, n_kept = counts.tolist()
             if n_opened and self.chains is not None:
                 for gate in opened[:n_opened].tolist():
@@ -312,10 +319,10 @@ class RoundState:
             if n_kept:
                 for j in kept[:n_kept].tolist():
                     self._keep_for(j)
-        if n_ready == 1:
-            ready.append(released.item(0))
-        elif n_ready:
-            ready.extend(released[:n_ready].tolist())
+            if n_ready == 1:
+                ready.append(released.item(0))
+            elif n_ready:
+                ready.extend(released[:n_ready].tolist())
 
     def _run_ready(self) -> bool:
         """Whether :meth:`ended_run` runs in numba; its arrays are made on first use:
@@ -438,7 +445,7 @@ def _ints(values: np.ndarray) -> np.ndarray:
 def _counters(values: np.ndarray) -> array[int]:
     """``values`` as an array of int64 counters: read and written from Python (one int
     at a time, as a list) and from numba (through a view of its buffer)."""
-    return array("q", values.astype(np.int64).tobytes())
+    return packed("q", values)
 
 
 class ReplyChunk:
