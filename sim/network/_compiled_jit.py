@@ -542,11 +542,19 @@ def _reallocate(nseeds: int, nchanged: int, now: float, st: State) -> None:
 # -- entry points -----------------------------------------------------------------------------
 @_jit
 def enter(
-    slots: Any, keys: Any, nbytes: Any, weights: Any, nres: Any, flat: Any, now: float, tab: Any
+    slots: Any,
+    keys: Any,
+    nbytes: Any,
+    weights: Any,
+    nres: Any,
+    flat: Any,
+    keeps: Any,
+    latches: Any,
+    now: float,
+    tab: Any,
 ) -> float:
-    """:func:`_enter` on the arrays of the address table ``tab``."""
-    entered = view1(tab, ENTERED, np.int64)
-    return _enter(slots, keys, nbytes, weights, nres, flat, now, _state(tab), entered)
+    """:func:`_enter` (the entry point of several flows)."""
+    return _enter(slots, keys, nbytes, weights, nres, flat, keeps, latches, now, tab)
 
 
 @_jit
@@ -557,21 +565,26 @@ def _enter(
     weights: Any,
     nres: Any,
     flat: Any,
+    keeps: Any,
+    latches: Any,
     now: float,
-    st: State,
-    entered: Any,
+    tab: Any,
 ) -> float:
     """Flows start their bandwidth phase (the general core's ``enter``): flow ``j`` in
     slot ``slots[j]``, id ``keys[j]``, its ``nres[j]`` resources next in ``flat``, its
-    entry counted in ``entered`` in that order; a flow alone on all its resources is
-    rated at once (``_rate_alone``). Returns the next completion time
-    (:func:`next_finish`)."""
+    slot's ``keep`` and ``latch_of`` set from ``keeps[j]`` and ``latches[j]``, its entry
+    counted in ``entered`` in that order; a flow alone on all its resources is rated at
+    once (``_rate_alone``). Returns the next completion time (:func:`next_finish`)."""
+    st = _state(tab)
+    keep, latch_of = view1(tab, KEEP, np.bool_), view1(tab, LATCH_OF, np.int64)
+    entered = view1(tab, ENTERED, np.int64)
     hot, cold, res, pool, rf, ri, meta, ss, epos, sf = (
         st[0], st[1], st[2], st[3], st[4], st[5], st[8], st[11], st[13], st[14]
     )  # fmt: skip
     at, nent, nu = 0, 0, 0
     for j in range(slots.size):
         f, w = slots[j], weights[j]
+        keep[f], latch_of[f] = keeps[j], latches[j]
         entered[f] = meta[ENTRIES]
         meta[ENTRIES] += 1
         h, c = hot[f], cold[f]
@@ -625,23 +638,20 @@ def enter_one(
     latch: int,
     tab: Any,
 ) -> float:
-    """:func:`enter` of one flow with at most two resources (``r0``, ``r1``), its slot's
-    ``keep`` and ``latch_of`` set; NaN, and nothing done, where the pool has no room
-    for its ``n`` entries (``CompiledCore._pool_room``'s test: make room, call again)."""
-    st = _state(tab)
-    meta = st[8]
-    if meta[PTOP] + 4 * meta[NELEM] + 12 * n + 8 > st[3].size:
+    """:func:`enter` of one flow with at most two resources (``r0``, ``r1``); NaN, and
+    nothing done, where the pool has no room for its ``n`` entries
+    (``CompiledCore._pool_room``'s test: make room, call again)."""
+    meta, pool = view1(tab, 8, np.int64), view1(tab, 3, ELEM)
+    if meta[PTOP] + 4 * meta[NELEM] + 12 * n + 8 > pool.size:
         return math.nan
-    view1(tab, KEEP, np.bool_)[f] = keep
-    view1(tab, LATCH_OF, np.int64)[f] = latch
     flat = np.empty(n, np.int64)
     flat[0] = r0
     if n > 1:
         flat[1] = r1
     return _enter(
         np.full(1, f, np.int64), np.full(1, key, np.int64), np.full(1, nbytes),
-        np.full(1, w), np.full(1, n, np.int64), flat, now, st,
-        view1(tab, ENTERED, np.int64),
+        np.full(1, w), np.full(1, n, np.int64), flat, np.full(1, keep, np.bool_),
+        np.full(1, latch, np.int64), now, tab,
     )  # fmt: skip
 
 
@@ -797,10 +807,12 @@ def refill(f: int, key: int, nbytes: float, now: float, keep: bool, tab: Any) ->
 
 
 @_jit
-def shorten(f: int, cut: float, now: float, tab: Any) -> float:
+def shorten(f: int, cut: float, now: float, keep: bool, tab: Any) -> float:
     """The flow in slot ``f`` carries ``cut`` bytes less (the general core's ``shorten``:
-    its bytes advanced to ``now`` and cut, same rate); the next completion time."""
+    its bytes advanced to ``now`` and cut, same rate), its slot's ``keep`` set; the next
+    completion time."""
     st = _state(tab)
+    view1(tab, KEEP, np.bool_)[f] = keep
     h, c, ss, sf = st[0][f], st[1][f], st[11], st[14]
     rest = c.rem - h.rate * (now - c.t_last) - cut
     c.rem = 0.0 if rest < 0.0 else rest

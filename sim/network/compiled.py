@@ -80,8 +80,8 @@ class CompiledCore:
         self.flow_of: list[Flow | None] = [None] * self.slots
         self.entered = np.zeros(self.slots, dtype=np.int64)
         #: (slots,) per slot: its flow is a stream's piece (``Flow.keep``; False for a
-        #: free slot: set at ``enter``/``refill``, cleared when the flow leaves); the due
-        #: slots of the last ``pop_chain``
+        #: free slot: set by the kernels of ``enter``, ``refill`` and ``shorten``, cleared
+        #: when the flow leaves); the due slots of the last ``pop_chain``
         self.keep = np.zeros(self.slots, dtype=np.bool_)
         self.due = np.zeros(self.slots, dtype=np.int64)
         #: (slots,) per slot: the latch its flow is counted on (-1: none; set at
@@ -108,7 +108,7 @@ class CompiledCore:
         if k > len(self.free) or width > self.width:
             self._grow(max(self.slots, 2 * (self.slots - len(self.free) + k)), width)
         free, flow_of = self.free, self.flow_of
-        if k == 1 and width <= 2:  # the kernel tests the pool's room, sets keep and latch
+        if k == 1 and width <= 2:  # the kernel tests the pool's room itself
             flow = flows[0]
             slot = flow.slot = free.pop()
             flow_of[slot] = flow
@@ -127,13 +127,9 @@ class CompiledCore:
             return
         self._pool_room(k * width)
         slots = [free.pop() for _ in range(k)]
-        keep, latch_of = self.keep, self.latch_of
         for flow, slot in zip(flows, slots, strict=True):
             flow.slot = slot
             flow_of[slot] = flow
-            if flow.keep:
-                keep[slot] = True
-            latch_of[slot] = flow.latch
         self.next = self.k.enter(
             np.array(slots, dtype=np.int64),
             np.array([flow.id for flow in flows], dtype=np.int64),
@@ -141,6 +137,8 @@ class CompiledCore:
             np.array([flow.w for flow in flows]),
             np.array([len(flow.res) for flow in flows], dtype=np.int64),
             np.array([r for flow in flows for r in flow.res], dtype=np.int64),
+            np.array([flow.keep for flow in flows], dtype=np.bool_),
+            np.array([flow.latch for flow in flows], dtype=np.int64),
             now,
             self.tab,
         )
@@ -202,9 +200,8 @@ class CompiledCore:
     def shorten(self, flow: Flow, cut: float, now: float) -> None:
         """The in-flight ``flow`` carries ``cut`` bytes less (the general core's
         ``shorten``)."""
-        self.keep[flow.slot] = flow.keep
         call = self._shorten
-        self.next = call(flow.slot, float(cut), float(now), self.tab)
+        self.next = call(flow.slot, float(cut), float(now), flow.keep, self.tab)
         if call is self.k.shorten:
             self._shorten = direct(call)
 

@@ -159,5 +159,5 @@ def ended_one(i: int, tab: Any) -> int:
         delivered, ready, opened, kept, counts,
     )  # fmt: skip
     if counts[1] == 0 and counts[2] == 0 and counts[0] <= 1:
-        return ready[0] if counts[0] == 1 else -1
+        return ready[0] if counts[0] == 1 else ONE_OR_NONE
     return READ_COUNTS

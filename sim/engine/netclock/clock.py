@@ -393,11 +393,11 @@ class NetworkClock:
 
     def _ended(self, i: int, state: RoundState, ok: bool) -> None:
         """The round's flow i ended (``ok``: delivered): release what may start."""
-        cont, gated_pred = state.cont, state.gated_pred
+        cont = state.cont
         if not ok and cont is not None:
             state.open.pop(cont.item(i), None)
-        elif gated_pred is not None and gated_pred.item(i):  # state.mark_end, inlined
-            state.pred_end[i] = self.env.now
+        elif state.gated_pred is not None:
+            state.mark_end(i, self.env.now)
         self._release(state.ended(i, ok), state)
         if cont is not None and state.open:  # else no stream to close
             self._close_unsent(cont.item(i), state)
