@@ -553,23 +553,6 @@ def enter(
     now: float,
     tab: Any,
 ) -> float:
-    """:func:`_enter` (the entry point of several flows)."""
-    return _enter(slots, keys, nbytes, weights, nres, flat, keeps, latches, now, tab)
-
-
-@_jit
-def _enter(
-    slots: Any,
-    keys: Any,
-    nbytes: Any,
-    weights: Any,
-    nres: Any,
-    flat: Any,
-    keeps: Any,
-    latches: Any,
-    now: float,
-    tab: Any,
-) -> float:
     """Flows start their bandwidth phase (the general core's ``enter``): flow ``j`` in
     slot ``slots[j]``, id ``keys[j]``, its ``nres[j]`` resources next in ``flat``, its
     slot's ``keep`` and ``latch_of`` set from ``keeps[j]`` and ``latches[j]``, its entry
@@ -648,7 +631,7 @@ def enter_one(
     flat[0] = r0
     if n > 1:
         flat[1] = r1
-    return _enter(
+    return enter(
         np.full(1, f, np.int64), np.full(1, key, np.int64), np.full(1, nbytes),
         np.full(1, w), np.full(1, n, np.int64), flat, np.full(1, keep, np.bool_),
         np.full(1, latch, np.int64), now, tab,
