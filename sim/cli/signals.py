@@ -9,12 +9,14 @@ written, and a folder being written is discarded (:mod:`sim.output.atomic`).
 
 ``avsim sweep`` (``graceful=False``): the first signal raises :class:`Interrupted`;
 with ``stop_children`` the command's worker processes get SIGTERM too, so that the pool
-shuts down at once instead of finishing the runs in flight. Finished runs are already
-in the sweep's journal, which ``--resume`` reads. A process pool whose workers died can
-hang its owner's shutdown (CPython's executor may block writing to a pipe nobody
-reads): there the handler writes the one-line message (``abort_message``) itself,
-and a watchdog ends the process :data:`ABORT_GRACE_S` seconds later with the same exit
-code if it is still alive.
+shuts down at once instead of finishing the runs in flight. A pool worker does not die
+of it: it ends its run in flight and runs nothing more
+(:func:`sim.output.sweeps.executors.init_worker`), since a worker killed while it sends
+a result leaves half a message in the pool's pipe and hangs the pool's shutdown.
+Finished runs are already in the sweep's journal, which ``--resume`` reads. The handler
+writes the one-line message (``abort_message``) itself, and, as a last resort against
+a shutdown that hangs anyway, a watchdog ends the process :data:`ABORT_GRACE_S` seconds
+later with the same exit code if it is still alive.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import signal
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -78,6 +79,34 @@ class Task:
 Outcome = tuple[dict[str, Any], pd.DataFrame]
 
 
+class WorkerInterrupted(KeyboardInterrupt):
+    """A pool worker's run was stopped by SIGTERM or SIGINT (see :func:`init_worker`);
+    ``exit_code`` is 128 + the signal's number, as for the command's own interrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)  # args are the constructor's: it pickles back
+        self.signum = int(signum)
+
+    def __str__(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number."""
+        return 128 + self.signum
+
+
+@dataclass
+class _WorkerState:
+    """A pool worker's signal state: inside :func:`run_task`, and stopped by a signal."""
+
+    running: bool = False
+    stopped: int | None = None
+
+
+_WORKER = _WorkerState()
+
+
 def run_task(task: Task) -> Outcome:
     """Run one task and return its summary (plain Python values) and its metric rows.
 
@@ -89,18 +118,23 @@ def run_task(task: Task) -> Outcome:
     from sim.model.scenario import scenario_from_mapping
     from sim.output.run_folder import plain, write_result
 
+    if _WORKER.stopped is not None:  # a signal stopped this worker: run nothing more
+        raise WorkerInterrupted(_WORKER.stopped)
+    _WORKER.running = True
     try:
         scenario = scenario_from_mapping(task.mapping, task.grid, base_dir=task.base_dir)
         with memory_limit(task.max_memory) if task.max_memory is not None else nullcontext():
             result = run(scenario, seed=task.seed)
         if task.keep_dir is not None:
             write_result(result, task.keep_dir, force=True)
+        return plain(result.summary, finite_only=False), result.metrics
     except ScenarioError as exc:  # the sweep's runner names where the sweep sets its key
         exc.run_index = task.index  # type: ignore[attr-defined]
         raise
     except AvsimError as exc:  # re-raised as the base class: it pickles back from workers
         raise AvsimError(f"run {task.index} (seed {task.seed}): {exc}") from None
-    return plain(result.summary, finite_only=False), result.metrics
+    finally:
+        _WORKER.running = False
 
 
 def execute(
@@ -126,7 +160,7 @@ def default_workers() -> int:
 def _pool(tasks: Sequence[Task], workers: int) -> Iterator[tuple[int, Outcome]]:
     context = _context()
     size = min(workers, len(tasks))
-    with ProcessPoolExecutor(size, mp_context=context, initializer=exit_with_parent) as pool:
+    with ProcessPoolExecutor(size, mp_context=context, initializer=init_worker) as pool:
         futures = {pool.submit(run_task, task): task.index for task in tasks}
         try:
             for future in as_completed(futures):
@@ -135,6 +169,29 @@ def _pool(tasks: Sequence[Task], workers: int) -> Iterator[tuple[int, Outcome]]:
             raise AvsimError(BROKEN_POOL) from None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def init_worker() -> None:
+    """Pool worker initializer: :func:`exit_with_parent`, and stop on SIGTERM or SIGINT
+    without ever dying in the middle of sending a result.
+
+    An interrupted sweep sends its workers SIGTERM (``sim.cli.signals``), and Ctrl-C
+    reaches them too. A worker killed while it writes a result to the pool's pipe leaves
+    half a message there, and the pool's reader thread then waits for the rest forever.
+    So the signal raises :class:`WorkerInterrupted` only inside :func:`run_task`, where
+    it ends the run in flight at once; elsewhere it only marks the worker stopped, and
+    every later :func:`run_task` raises at its start. The pool's shutdown then collects
+    those errors and ends its workers as it always does."""
+    exit_with_parent()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stop_worker)
+
+
+def _stop_worker(signum: int, frame: object) -> None:
+    _WORKER.stopped = signum
+    if _WORKER.running:
+        _WORKER.running = False  # raised once: its traceback is sent back, not re-raised
+        raise WorkerInterrupted(signum)
 
 
 def exit_with_parent() -> None:
