@@ -81,8 +81,7 @@ class SoloExchanges(WatchedSegments):
         n_peers = self.n_peers = protocol.ctx.n_peers
         # compiled from COMPILED_PEERS peers on, or wherever the flow network runs
         # compiled (numba is loaded then, and the kernel loads from its cache in ~10 ms)
-        big = n_peers >= settings.COMPILED_PEERS or self.net.solver == "compiled"
-        kernel = solo_plan.compiled() if big else None
+        kernel = solo_plan.compiled() if settings.runs_compiled(n_peers, self.net) else None
         self.compiled = kernel is not None
         self.kernel = solo_plan.plan_rings if kernel is None else kernel
         self.busy = [0] * n_peers  # general exchanges in flight, not adopted
@@ -220,7 +219,7 @@ class SoloExchanges(WatchedSegments):
         flows of each, in send order (i → j, then j → i)."""
         i, j = first[fast], second[fast]
         if i.size:
-            src = np.stack((i, j), axis=1).reshape(-1).tolist()
-            dst = np.stack((j, i), axis=1).reshape(-1).tolist()
+            src = np.stack((i, j), axis=1).reshape(-1)
+            dst = np.stack((j, i), axis=1).reshape(-1)
             self.net.count_solo(src, dst, self.nbytes)
             self.expected_started += len(src)

@@ -113,4 +113,4 @@ class OneShotRounds:
         src, dst, nbytes = flows.src[delivered], flows.dst[delivered], flows.nbytes[delivered]
         for size in np.unique(nbytes).tolist():
             same = nbytes == size
-            net.count_solo(src[same].tolist(), dst[same].tolist(), size)
+            net.count_solo(src[same], dst[same], size)

@@ -403,22 +403,70 @@ class FlowNetwork(Streams):
         return total
 
     # -- flows timed by their sender (protocols._solo_exchanges) -------------------------
-    def count_solo(self, src: list[int], dst: list[int], nbytes: float) -> None:
-        """Count flows of ``nbytes`` each, ``src[k] → dst[k]``, that their sender timed in
-        closed form instead of sending them: each was alone on its resources from its
-        start to its completion, and completed before anything else could look at the
-        network. They take the next ids and count as started and completed, their bytes
-        as sent and received, as if sent with :meth:`send` in this order (each peer's
-        additions in this order: one loop per direction, without pairing them up)."""
-        if len(src) != len(dst):
-            raise ValueError(f"count_solo: {len(src)} sources, {len(dst)} destinations")
-        out, into = self._out, self._in
-        for s in src:
-            out[s] += nbytes
-        for d in dst:
-            into[d] += nbytes
-        self.flows_started += len(src)
-        self.flows_completed += len(src)
+    def count_solo(self, src: Any, dst: Any, nbytes: float) -> None:
+        """Count flows of ``nbytes`` each, ``src[k] → dst[k]`` (integer sequences or
+        arrays), that their sender timed in closed form instead of sending them: each
+        was alone on its resources from its start to its completion, and completed
+        before anything else could look at the network. They take the next ids and count
+        as started and completed, their bytes as sent and received, as if sent with
+        :meth:`send` in this order (see :func:`add_repeated`)."""
+        src = np.asarray(src, dtype=np.intp)
+        dst = np.asarray(dst, dtype=np.intp)
+        if src.shape != dst.shape or src.ndim != 1:
+            raise ValueError(f"count_solo: {src.size} sources, {dst.size} destinations")
+        add_repeated(self._out, src, nbytes)
+        add_repeated(self._in, dst, nbytes)
+        self.flows_started += src.size
+        self.flows_completed += src.size
+
+
+#: Integers up to this bound are exact float64s, and so is every sum of them below it.
+EXACT_INTEGERS = float(2**53)
+
+
+def add_repeated(totals: list[float], peers: np.ndarray, amount: float) -> None:
+    """``totals[p] += amount`` for each ``p`` in ``peers``, in order: the same floats.
+
+    Only each peer's own additions meet, so a peer added ``c`` times gets ``c``
+    additions of ``amount`` in a row. Where ``amount`` and the peer's total are whole
+    numbers and the total stays within :data:`EXACT_INTEGERS`, every partial sum is
+    exact, so that equals ``total + c·amount`` (one multiplication, also exact), which
+    is computed for all such peers at once; other peers add one by one. A gossip swarm
+    of 10^5 peers counts ~10^5 flows per window here (the loop over them was ~35 % of
+    its wall time, stop 36).
+    """
+    if peers.size == 0:
+        return
+    whole = float(amount).is_integer() and amount >= 0
+    if peers.size * 16 >= len(totals):  # most peers: one pass over all the totals
+        before = np.array(totals)
+        counts = np.bincount(peers, minlength=len(totals))
+        after = before + counts * amount
+        exact = _exact(before, after) if whole else np.zeros(len(totals), dtype=bool)
+        before[exact] = after[exact]
+        totals[:] = before.tolist()
+        slow = np.flatnonzero(~exact & (counts > 0))
+        slow_counts = counts[slow]
+    else:
+        touched, counts = np.unique(peers, return_counts=True)
+        peers_touched = touched.tolist()
+        before = np.fromiter(map(totals.__getitem__, peers_touched), np.float64, touched.size)
+        after = before + counts * amount
+        exact = _exact(before, after) if whole else np.zeros(touched.size, dtype=bool)
+        for peer, total in zip(touched[exact].tolist(), after[exact].tolist(), strict=True):
+            totals[peer] = total
+        slow, slow_counts = touched[~exact], counts[~exact]
+    for peer, count in zip(slow.tolist(), slow_counts.tolist(), strict=True):
+        total = totals[peer]
+        for _ in range(count):
+            total += amount
+        totals[peer] = total
+
+
+def _exact(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Where every partial sum from ``before`` to ``after`` (whole, non-negative
+    additions) is a whole number within :data:`EXACT_INTEGERS`: exact float64s."""
+    return (before >= 0) & (before == np.floor(before)) & (after <= EXACT_INTEGERS)
 
 
 class _Instant(float):
