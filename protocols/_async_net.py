@@ -78,9 +78,10 @@ import numpy as np
 import simpy
 
 from protocols._solo_exchanges import Batch, Exchange, SoloExchanges
+from protocols._solo_exchanges import settings as solo_settings
 from protocols.contract import RunEnv, State
 from sim.kernels.compression import IDENTITY, Wire, WireLike, as_wire
-from sim.kernels.pairwise import exchange_differences, move_pairs
+from sim.kernels.pairwise import average_waves, compiled_average, exchange_differences, move_pairs
 
 #: Simulated time drawn from the clocks at once (the rounds clock's round).
 WINDOW = 1.0
@@ -133,13 +134,24 @@ def pairwise_rules(state: State, wire: WireLike = IDENTITY) -> tuple[Snapshot, A
     return snapshot, apply
 
 
-def pairwise_batch(state: State, wire: WireLike = IDENTITY) -> Batch:
+def pairwise_batch(state: State, wire: WireLike = IDENTITY, compiled: bool = False) -> Batch:
     """Pairwise gossip's :data:`~protocols._solo_exchanges.Batch`: an exchange alone on
     its rows from snapshot to update is a whole pairwise average; each wave is one
     :func:`~sim.kernels.pairwise.exchange_differences` and one
     :func:`~sim.kernels.pairwise.move_pairs` (the rows' arithmetic of one exchange at a
-    time)."""
+    time). On an exact wire that is :func:`~sim.kernels.pairwise.average_waves`, with
+    ``compiled`` its numba loop where numba imports (the same bits)."""
     wire = as_wire(wire)
+    if wire.exact:
+        kernel = compiled_average() if compiled else None
+
+        def exact(
+            a: np.ndarray, b: np.ndarray, start: np.ndarray, end: np.ndarray,
+            waves: list[np.ndarray],
+        ) -> None:  # fmt: skip
+            state.x = average_waves(state.x, a, b, waves, kernel)
+
+        return exact
 
     def batch(
         a: np.ndarray, b: np.ndarray, start: np.ndarray, end: np.ndarray, waves: list[np.ndarray]
@@ -187,7 +199,9 @@ def exchange_process(
         counters.setdefault(key, 0)
     if rules is None:
         rules = pairwise_rules(run.state, protocol.wire)
-        batch = pairwise_batch(run.state, protocol.wire) if batch is None else batch
+        if batch is None:
+            compiled = solo_settings.runs_compiled(ctx.n_peers, run.net)
+            batch = pairwise_batch(run.state, protocol.wire, compiled)
     snapshot, raw = rules
     apply = raw if protocol.watcher is None else watched(protocol.watcher, raw)
     ends = list(zip(protocol.edges[:, 0].tolist(), protocol.edges[:, 1].tolist(), strict=True))

@@ -3,6 +3,8 @@ benchmarks set them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 #: Module switch: False runs every exchange through the general path (tests, benchmarks).
 ENABLED = True
 #: When a list, every completed exchange of either path is appended to it as
@@ -30,6 +32,14 @@ LIST_PEERS = 16384
 #: already (the kernel then loads in ~10 ms: E1 1.8x, E1 with its target 1.2x faster at
 #: 1024 peers). A small run does not import numba. Both plan the same bits.
 COMPILED_PEERS = 4096
+
+
+def runs_compiled(n_peers: int, net: Any) -> bool:
+    """Whether a run's closed-form exchanges run compiled (see :data:`COMPILED_PEERS`):
+    from that many peers on, or wherever the flow network ``net`` runs compiled."""
+    return n_peers >= COMPILED_PEERS or getattr(net, "solver", None) == "compiled"
+
+
 #: Rings handled one at a time after a segment could not be planned, before the next try.
 RETRY_RINGS = 32
 #: With a watcher, a segment's rows before and after every exchange are kept until the

@@ -11,17 +11,24 @@ different instants (the snapshot when the flows start, the update when both arri
 - :func:`move_pairs` (the update): x_i ← x_i − c·d_i, x_j ← x_j + c·d_j (pairwise
   gossip c = ½; A²CiD² also moves x̃ with c = α̃).
 
-:func:`pairwise_delta` is both halves at once, from given snapshots.
+:func:`pairwise_delta` is both halves at once, from given snapshots, and
+:func:`average_waves` both halves of many exact pairwise averages in a row, compiled
+(:func:`compiled_average`) where numba imports.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from sim.core.optional import optional_module
 from sim.kernels._xp import namespace, take_rows, to_backend
 from sim.kernels.compression import IDENTITY, Wire, WireLike, as_wire, wire_for
+
+#: The dtypes :func:`average_waves` runs compiled.
+COMPILED_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
 def exchange_differences(x: Any, i: Any, j: Any, wire: WireLike = IDENTITY) -> tuple[Any, Any]:
@@ -184,3 +191,56 @@ def _check_disjoint(i: np.ndarray, j: np.ndarray) -> None:
     both = np.concatenate((i, j))
     if np.unique(both).size != both.size:
         raise ValueError("pairs must be disjoint: a row appears in more than one pair")
+
+
+#: ``average(x, i, j, half)``: :func:`average_waves`'s loop, compiled.
+Average = Callable[[np.ndarray, np.ndarray, np.ndarray, Any], None]
+
+
+def compiled_average() -> Average | None:
+    """:func:`average_waves`'s loop compiled by numba, or None when numba does not
+    import. Compiled on first use, cached on disk."""
+    module = optional_module("sim.kernels._pairwise_jit")
+    if module is None:
+        return None
+    kernel: Average = module.average_in_order
+    return kernel
+
+
+def average_waves(
+    x: Any, i: np.ndarray, j: np.ndarray, waves: list[np.ndarray], compiled: Average | None = None
+) -> Any:
+    """Pairwise averages on an exact wire of the exchanges (i_k, j_k), k over each wave
+    of ``waves`` (index arrays; a wave's pairs share no row), wave after wave:
+    d = x_i − x_j, x_i ← x_i − d/2, x_j ← x_j + d/2.
+
+    With ``compiled`` (:func:`compiled_average`) and a C-contiguous float64 or float32
+    numpy ``x``, one pass over the exchanges, in that order, reads and writes each
+    pair's rows once, in place: at 10^5 gossip peers, where the state no longer fits a
+    core's cache, the waves' numpy gathers and scatters cost ~0.8 µs an exchange.
+    Otherwise each wave is one :func:`exchange_differences` and one :func:`move_pairs`.
+    Both give the same bits: each row's updates are the same IEEE operations in the
+    same order.
+
+    Returns
+    -------
+    (n_peers, dim) array: ``x`` itself for numpy, a new array otherwise.
+    """
+    if not waves:
+        return x
+    if (
+        compiled is not None
+        and type(x) is np.ndarray
+        and x.ndim == 2
+        and x.dtype in COMPILED_DTYPES
+        and x.flags.c_contiguous
+        and x.flags.writeable
+    ):
+        order = waves[0] if len(waves) == 1 else np.concatenate(waves)
+        compiled(x, i[order], j[order], x.dtype.type(0.5))
+        return x
+    for wave in waves:
+        a, b = i[wave], j[wave]
+        d_a, d_b = exchange_differences(x, a, b)
+        x = move_pairs(x, a, b, d_a, d_b, 0.5)
+    return x
