@@ -17,7 +17,7 @@ that ranks earlier (instead of hivemind's polling). Client-mode peers never decl
 they only ask others to lead. A preempted peer's board entry stays until it expires
 (requests to it are refused); its followers notice one route latency later.
 
-Every transition is a call scheduled in SimPy's queue carrying the peer's token; a call of a
+Every transition is a SimPy timeout callback carrying the peer's token; a callback of a
 stale token (the peer was preempted, or started a new attempt) does nothing, so an
 interruption never lands mid-transition. A search finds its leader through a per-key
 index of the board (:mod:`sim.engine._board_index`, O(log B) amortised); :data:`ENABLED`
@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.core import NORMAL
 
 from protocols.contract import Matchmaking
 from sim.engine._board_index import Entry as _Entry
@@ -60,23 +59,6 @@ def hivemind_order(
     order = members[rng.permutation(members.size)]
     chunks = rng.choice(max(group_size, members.size), size=members.size, replace=False)
     return order, chunks
-
-
-class _Call:
-    """A call at an instant, as SimPy's queue sees an event: what ``Timeout(env, delay)``
-    with the call as its callback would be, at the same place in the queue (the same
-    (time, priority, id) key: :meth:`simpy.Environment.schedule`), without an event's
-    other state. Matchmaking's control messages are most of an async swarm's SimPy
-    events at 4096 peers; a timeout and a closure cost ~2 µs more each (stop 36)."""
-
-    __slots__ = ("_ok", "args", "callbacks", "fn")
-
-    def __init__(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
-        self.fn, self.args, self._ok = fn, args, True
-        self.callbacks: list[Callable[[Any], None]] | None = [self]
-
-    def __call__(self, _event: Any) -> None:
-        self.fn(*self.args)
 
 
 @dataclass
@@ -210,10 +192,7 @@ class Matchmaker:
 
     # -- internals -------------------------------------------------------------------------
     def _later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
-        """``fn(*args)`` ``delay`` seconds from now (see :class:`_Call`)."""
-        if delay < 0:
-            raise ValueError(f"negative delay {delay}")
-        self.env.schedule(_Call(fn, args), NORMAL, delay)  # type: ignore[arg-type]
+        self.env.timeout(delay).callbacks.append(lambda _event: fn(*args))
 
     def _message(self, a: int, b: int, fn: Callable[..., None], *args: Any) -> None:
         """A control message from a to b: ``fn(*args)`` one route latency later."""
