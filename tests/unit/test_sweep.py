@@ -55,6 +55,20 @@ def test_seeds_start_at_the_scenario_seed_and_repeats_default_to_the_scenario():
     assert [r.seed for r in expand(sweep_from_mapping(data))] == [10, 11, 12] * 2
 
 
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [({"grid": {"seed": [1, 2]}}, "grid.seed"),
+     ({"cases": [{"label": "a"}, {"seed": True}]}, "cases[1].seed")],
+)  # fmt: skip
+def test_a_case_or_the_grid_may_not_set_the_seed(changes: dict[str, Any], key: str):
+    # the runs table's seed column is the run's seed (a second one made the table fail
+    # after every run had run); every case and cell runs on the same seeds
+    with pytest.raises(ScenarioError) as caught:
+        sweep_from_mapping(spec(**changes))
+    assert caught.value.key == key
+    assert "seed, seed + 1" in str(caught.value)
+
+
 def test_no_cases_and_no_grid_is_the_base_alone():
     runs = expand(sweep_from_mapping({"name": "s", "scenario": BASE}))
     assert [(r.label, r.seed, r.columns) for r in runs] == [("base", 0, {})]

@@ -55,7 +55,7 @@ def test_repeats_argument_above_ten_thousand_is_an_error(never_expanded: None):
 
 
 def test_a_sweep_of_too_many_runs_is_refused_before_it_is_expanded(never_expanded: None):
-    grid = {"seed": list(range(1000)), "peers.count": list(range(4, 104))}  # 100 000 cells
+    grid = {"stop.max_rounds": list(range(1, 1001)), "peers.count": list(range(4, 104))}
     with pytest.raises(ScenarioError) as caught:
         expand(sweep_from_mapping(spec(repeats=11, grid=grid)))
     assert caught.value.key == "repeats"
@@ -73,7 +73,7 @@ def test_a_grid_too_large_by_itself_names_the_grid(never_expanded: None):
 
 def test_repeats_of_the_cases_scenarios_count_before_the_expansion(never_expanded: None):
     cases = [{"label": "a", "repeats": 10_000}, {"label": "b", "repeats": 5_000}]
-    grid = {"seed": list(range(70))}  # 70 × 15 000 = 1 050 000 runs
+    grid = {"stop.max_rounds": list(range(1, 71))}  # 70 × 15 000 = 1 050 000 runs
     with pytest.raises(ScenarioError) as caught:
         expand(sweep_from_mapping(spec(cases=cases, grid=grid)))
     assert caught.value.key == "repeats"
@@ -82,7 +82,7 @@ def test_repeats_of_the_cases_scenarios_count_before_the_expansion(never_expande
 
 
 def test_a_sweep_at_the_limit_is_not_refused_by_its_size():
-    runs = expand(sweep_from_mapping(spec(repeats=3, grid={"seed": [0, 10]})))
+    runs = expand(sweep_from_mapping(spec(repeats=3, grid={"stop.max_rounds": [2, 3]})))
     assert len(runs) == 6
 
 
@@ -133,10 +133,10 @@ def test_sweep_refuses_huge_command_line_repeats_at_once(tmp_path: Path):
 
 
 def test_validate_refuses_a_sweep_of_too_many_runs(tmp_path: Path):
-    seeds = ", ".join(str(k) for k in range(200))
+    rounds = ", ".join(str(k) for k in range(1, 201))
     (tmp_path / "s.yaml").write_text(
         "name: s\nscenario: {protocol: {name: gossip}, stop: {max_rounds: 2}}\n"
-        f"repeats: 10000\ngrid: {{seed: [{seeds}]}}\n"
+        f"repeats: 10000\ngrid: {{stop.max_rounds: [{rounds}]}}\n"
     )
     result = avsim(["validate", "s.yaml"], tmp_path)
     assert_one_line_error(result, "repeats: expected a sweep of at most 1000000 runs", "2000000")

@@ -207,8 +207,26 @@ def _validate(data: dict[str, Any]) -> SweepSpec:
     except ValidationError as exc:
         raise _sweep_error(exc) from None
     _check_labels(spec.cases)
+    _check_seeds(spec)
     _check_speedup(spec)
     return spec
+
+
+#: Why a case or the grid may not set ``seed``.
+SEEDS = (
+    "no seed: a sweep's runs take the seeds seed, seed + 1, … from the base scenario's "
+    "seed and the repeats (every case and grid cell the same ones)"
+)
+
+
+def _check_seeds(spec: SweepSpec) -> None:
+    """Neither a case nor the grid sets ``seed``: the runs table's ``seed`` column is the
+    run's seed, and paired comparisons need every case on the same seeds."""
+    if "seed" in spec.grid:
+        raise ScenarioError("grid.seed", spec.grid["seed"], SEEDS)
+    for index, case in enumerate(spec.cases):
+        if "seed" in case:
+            raise ScenarioError(f"cases[{index}].seed", case["seed"], SEEDS)
 
 
 def _check_labels(cases: list[dict[str, Any]]) -> None:
