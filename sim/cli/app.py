@@ -89,7 +89,7 @@ def user_errors(interrupted: str = "interrupted") -> Iterator[None]:
 def report_interrupt(exc: KeyboardInterrupt, interrupted: str = "interrupted") -> None:
     """Exit with ``interrupted`` (``interrupted by SIGTERM; …`` for a signal) and code
     128 + the signal (130 for Ctrl-C), unless the signal's handler wrote it already."""
-    code = getattr(exc, "exit_code", 130)  # sim.cli.signals.Interrupted: 128 + signal
+    code = getattr(exc, "exit_code", 130)  # sim.core.errors.Interrupted: 128 + signal
     if getattr(exc, "reported", False):  # its handler wrote the line already
         raise typer.Exit(code) from None
     if hasattr(exc, "signum"):  # name the signal: "interrupted by SIGTERM; …"

@@ -31,29 +31,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 
+from sim.core.errors import Interrupted
+
 #: The signals handled: Ctrl-C and a polite kill (``kill``, a batch scheduler's timeout).
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Seconds an aborting command may take to shut its workers down before it is ended.
 ABORT_GRACE_S = 10.0
-
-
-class Interrupted(KeyboardInterrupt):
-    """A signal aborted the command; ``exit_code`` is 128 + the signal's number."""
-
-    def __init__(self, signum: int, reported: bool = False) -> None:
-        # args are the constructor's: SimPy re-creates an exception from its args
-        super().__init__(signum, reported)
-        self.signum = int(signum)
-        #: True when the one-line message is already on stderr.
-        self.reported = reported
-
-    def __str__(self) -> str:
-        return signal.Signals(self.signum).name
-
-    @property
-    def exit_code(self) -> int:
-        """The shell's convention for a command killed by a signal."""
-        return 128 + self.signum
 
 
 @dataclass

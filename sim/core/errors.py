@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 
@@ -68,3 +69,24 @@ def _rebuild(cls: type, args: tuple, state: dict) -> Exception:
     error.args = args
     error.__dict__.update(state)
     return error
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal (SIGINT, SIGTERM) stopped the command, or a sweep worker's run
+    (:func:`sim.output.sweeps.executors.init_worker`); ``exit_code`` is 128 + the
+    signal's number. ``reported``: the one-line message is already on stderr."""
+
+    def __init__(self, signum: int, reported: bool = False) -> None:
+        # args are the constructor's: SimPy re-creates an exception from its args, and a
+        # worker's pickles back to the sweep
+        super().__init__(signum, reported)
+        self.signum = int(signum)
+        self.reported = reported
+
+    def __str__(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a command killed by a signal."""
+        return 128 + self.signum

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from sim.core.errors import AvsimError, ScenarioError
+from sim.core.errors import AvsimError, Interrupted, ScenarioError
 
 #: Modules the fork server imports once, so that every worker starts warm (a run
 #: imports ``array_api_compat.numpy`` on first use: a quarter second per worker).
@@ -79,23 +79,6 @@ class Task:
 Outcome = tuple[dict[str, Any], pd.DataFrame]
 
 
-class WorkerInterrupted(KeyboardInterrupt):
-    """A pool worker's run was stopped by SIGTERM or SIGINT (see :func:`init_worker`);
-    ``exit_code`` is 128 + the signal's number, as for the command's own interrupt."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)  # args are the constructor's: it pickles back
-        self.signum = int(signum)
-
-    def __str__(self) -> str:
-        return signal.Signals(self.signum).name
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal's number."""
-        return 128 + self.signum
-
-
 @dataclass
 class _WorkerState:
     """A pool worker's signal state: inside :func:`run_task`, and stopped by a signal."""
@@ -119,7 +102,7 @@ def run_task(task: Task) -> Outcome:
     from sim.output.run_folder import plain, write_result
 
     if _WORKER.stopped is not None:  # a signal stopped this worker: run nothing more
-        raise WorkerInterrupted(_WORKER.stopped)
+        raise Interrupted(_WORKER.stopped)
     _WORKER.running = True
     try:
         scenario = scenario_from_mapping(task.mapping, task.grid, base_dir=task.base_dir)
@@ -178,7 +161,7 @@ def init_worker() -> None:
     An interrupted sweep sends its workers SIGTERM (``sim.cli.signals``), and Ctrl-C
     reaches them too. A worker killed while it writes a result to the pool's pipe leaves
     half a message there, and the pool's reader thread then waits for the rest forever.
-    So the signal raises :class:`WorkerInterrupted` only inside :func:`run_task`, where
+    So the signal raises :class:`Interrupted` only inside :func:`run_task`, where
     it ends the run in flight at once; elsewhere it only marks the worker stopped, and
     every later :func:`run_task` raises at its start. The pool's shutdown then collects
     those errors and ends its workers as it always does."""
@@ -191,7 +174,7 @@ def _stop_worker(signum: int, frame: object) -> None:
     _WORKER.stopped = signum
     if _WORKER.running:
         _WORKER.running = False  # raised once: its traceback is sent back, not re-raised
-        raise WorkerInterrupted(signum)
+        raise Interrupted(signum)
 
 
 def exit_with_parent() -> None:
