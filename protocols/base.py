@@ -30,7 +30,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from protocols import _registry
 from protocols._async_groups import async_rules
@@ -48,6 +47,7 @@ from protocols.contract import (
 )
 from protocols.footprint import Footprint
 from sim.core.backend import to_numpy
+from sim.core.section import StrictSection
 from sim.kernels._xp import namespace, take_rows
 from sim.kernels.compression import Wire
 
@@ -82,10 +82,9 @@ INVARIANTS: dict[str, str] = {
 WIRE_SENSITIVE = frozenset({"sum", "hull", "momentum_sum"})
 
 
-class ProtocolParams(BaseModel):
-    """Parameters of a protocol; subclasses add ``name: Literal[...]`` and their fields."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ProtocolParams(StrictSection):
+    """Parameters of a protocol; subclasses add ``name: Literal[...]`` and their fields
+    (strict, frozen, no boolean for a number: :class:`~sim.core.section.StrictSection`)."""
 
 
 class Protocol(ABC):

@@ -16,7 +16,6 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -28,6 +27,7 @@ from pydantic import (
 from sim.core import units
 from sim.core.errors import ScenarioError
 from sim.core.fields import Duration, Fraction, Rate
+from sim.core.section import StrictSection
 
 #: ``bernoulli``'s period when the scenario gives none: one second (one round).
 DEFAULT_PERIOD_S = 1.0
@@ -47,11 +47,9 @@ ClassSelector = Annotated[
 ]
 
 
-class PopulationChange(BaseModel):
+class PopulationChange(StrictSection):
     """Permanent joins or leaves: ``count`` of them, at Poisson times of ``rate``
     (per second on the network clock, per round on the rounds clock)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     count: int = Field(ge=0)
     rate: Rate = Field(gt=0, le=units.MAX_RATE, allow_inf_nan=False)
@@ -62,10 +60,8 @@ class PopulationChange(BaseModel):
         return _positive(rate, "rate")
 
 
-class ChurnBase(BaseModel):
+class ChurnBase(StrictSection):
     """Keys common to every churn model."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     rejoin: Literal["keep", "reset", "fetch"] = "keep"
     joins: PopulationChange | None = None

@@ -11,8 +11,6 @@ import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     field_validator,
@@ -33,6 +31,7 @@ from sim.core.fields import (
     WholeBytes,
     const,
 )
+from sim.core.section import StrictSection
 from sim.model.scenario.churn import (
     BernoulliChurn,
     Churn,
@@ -47,10 +46,8 @@ from sim.model.scenario.workload import NoWorkload, Target, Workload
 from sim.model.scenario.workload import resolve as resolve_workload
 
 
-class Section(BaseModel):
-    """Base of every scenario section: strict and frozen."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Section(StrictSection):
+    """Base of every scenario section: strict, frozen, no boolean for a number."""
 
 
 #: ``peers.compute``: what it means (the schema and ``--help`` show it).

@@ -32,8 +32,6 @@ import math
 from typing import Annotated, Any, Literal, TypeGuard
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PlainSerializer,
     PlainValidator,
@@ -43,6 +41,7 @@ from pydantic import (
 
 from sim.core.errors import InnerKeyError, ScenarioError
 from sim.core.fields import Fraction
+from sim.core.section import StrictSection
 
 #: Most gradient steps per averaging round, and most steps in a schedule's horizon
 #: (more is a typo, not an experiment).
@@ -52,8 +51,8 @@ MAX_TOTAL_STEPS = 10**9
 MAX_DATA_ELEMENTS = 2**27
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Section(StrictSection):
+    """Base of the workload's sections: strict, frozen, no boolean for a number."""
 
 
 class Sgd(_Section):
