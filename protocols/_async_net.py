@@ -136,32 +136,18 @@ def pairwise_rules(state: State, wire: WireLike = IDENTITY) -> tuple[Snapshot, A
 
 def pairwise_batch(state: State, wire: WireLike = IDENTITY, compiled: bool = False) -> Batch:
     """Pairwise gossip's :data:`~protocols._solo_exchanges.Batch`: an exchange alone on
-    its rows from snapshot to update is a whole pairwise average; each wave is one
+    its rows from snapshot to update is a whole pairwise average, so a batch is
+    :func:`~sim.kernels.pairwise.average_waves` (each wave one
     :func:`~sim.kernels.pairwise.exchange_differences` and one
-    :func:`~sim.kernels.pairwise.move_pairs` (the rows' arithmetic of one exchange at a
-    time). On an exact wire that is :func:`~sim.kernels.pairwise.average_waves`, with
-    ``compiled`` its numba loop where numba imports (the same bits)."""
+    :func:`~sim.kernels.pairwise.move_pairs`), with ``compiled`` its numba loop on an
+    exact wire where numba imports (the same bits)."""
     wire = as_wire(wire)
-    if wire.exact:
-        kernel = compiled_average() if compiled else None
-
-        def exact(
-            a: np.ndarray, b: np.ndarray, start: np.ndarray, end: np.ndarray,
-            waves: list[np.ndarray],
-        ) -> None:  # fmt: skip
-            state.x = average_waves(state.x, a, b, waves, kernel)
-
-        return exact
+    kernel = compiled_average() if compiled and wire.exact else None
 
     def batch(
         a: np.ndarray, b: np.ndarray, start: np.ndarray, end: np.ndarray, waves: list[np.ndarray]
     ) -> None:
-        x = state.x
-        for wave in waves:
-            i, j = a[wave], b[wave]
-            d_i, d_j = exchange_differences(x, i, j, wire)
-            x = move_pairs(x, i, j, d_i, d_j, 0.5)
-        state.x = x
+        state.x = average_waves(state.x, a, b, waves, kernel, wire)
 
     return batch
 

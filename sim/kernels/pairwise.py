@@ -12,8 +12,8 @@ different instants (the snapshot when the flows start, the update when both arri
   gossip c = ½; A²CiD² also moves x̃ with c = α̃).
 
 :func:`pairwise_delta` is both halves at once, from given snapshots, and
-:func:`average_waves` both halves of many exact pairwise averages in a row, compiled
-(:func:`compiled_average`) where numba imports.
+:func:`average_waves` both halves of many pairwise averages in a row, compiled on an exact
+wire (:func:`compiled_average`) where numba imports.
 """
 
 from __future__ import annotations
@@ -208,19 +208,24 @@ def compiled_average() -> Average | None:
 
 
 def average_waves(
-    x: Any, i: np.ndarray, j: np.ndarray, waves: list[np.ndarray], compiled: Average | None = None
+    x: Any,
+    i: np.ndarray,
+    j: np.ndarray,
+    waves: list[np.ndarray],
+    compiled: Average | None = None,
+    wire: WireLike = IDENTITY,
 ) -> Any:
-    """Pairwise averages on an exact wire of the exchanges (i_k, j_k), k over each wave
-    of ``waves`` (index arrays; a wave's pairs share no row), wave after wave:
-    d = x_i − x_j, x_i ← x_i − d/2, x_j ← x_j + d/2.
+    """Pairwise averages through ``wire`` of the exchanges (i_k, j_k), k over each wave
+    of ``waves`` (index arrays; a wave's pairs share no row), wave after wave: each wave
+    one :func:`exchange_differences` and one :func:`move_pairs` (c = ½); on an exact
+    wire d = x_i − x_j, x_i ← x_i − d/2, x_j ← x_j + d/2.
 
-    With ``compiled`` (:func:`compiled_average`) and a C-contiguous float64 or float32
-    numpy ``x``, one pass over the exchanges, in that order, reads and writes each
-    pair's rows once, in place: at 10^5 gossip peers, where the state no longer fits a
-    core's cache, the waves' numpy gathers and scatters cost ~0.8 µs an exchange.
-    Otherwise each wave is one :func:`exchange_differences` and one :func:`move_pairs`.
-    Both give the same bits: each row's updates are the same IEEE operations in the
-    same order.
+    On an exact wire, with ``compiled`` (:func:`compiled_average`) and a C-contiguous
+    float64 or float32 numpy ``x``, one pass over the exchanges, in that order, reads
+    and writes each pair's rows once, in place: at 10^5 gossip peers, where the state no
+    longer fits a core's cache, the waves' numpy gathers and scatters cost ~0.8 µs an
+    exchange. Both give the same bits: each row's updates are the same IEEE operations
+    in the same order.
 
     Returns
     -------
@@ -228,8 +233,10 @@ def average_waves(
     """
     if not waves:
         return x
+    wire = as_wire(wire)
     if (
         compiled is not None
+        and wire.exact
         and type(x) is np.ndarray
         and x.ndim == 2
         and x.dtype in COMPILED_DTYPES
@@ -241,6 +248,6 @@ def average_waves(
         return x
     for wave in waves:
         a, b = i[wave], j[wave]
-        d_a, d_b = exchange_differences(x, a, b)
+        d_a, d_b = exchange_differences(x, a, b, wire)
         x = move_pairs(x, a, b, d_a, d_b, 0.5)
     return x

@@ -437,26 +437,27 @@ def add_repeated(totals: list[float], peers: np.ndarray, amount: float) -> None:
     """
     if peers.size == 0:
         return
-    whole = float(amount).is_integer() and amount >= 0
-    if peers.size * 16 >= len(totals):  # most peers: one pass over all the totals
-        before = np.array(totals)
+    dense = peers.size * 16 >= len(totals)  # most peers: one pass over all the totals
+    if dense:
+        values = np.array(totals)
         counts = np.bincount(peers, minlength=len(totals))
-        after = before + counts * amount
-        exact = _exact(before, after) if whole else np.zeros(len(totals), dtype=bool)
-        before[exact] = after[exact]
-        totals[:] = before.tolist()
-        slow = np.flatnonzero(~exact & (counts > 0))
-        slow_counts = counts[slow]
+        touched = np.flatnonzero(counts)
+        counts, before = counts[touched], values[touched]
     else:
         touched, counts = np.unique(peers, return_counts=True)
-        peers_touched = touched.tolist()
-        before = np.fromiter(map(totals.__getitem__, peers_touched), np.float64, touched.size)
-        after = before + counts * amount
-        exact = _exact(before, after) if whole else np.zeros(touched.size, dtype=bool)
+        before = np.fromiter(map(totals.__getitem__, touched.tolist()), np.float64, touched.size)
+    after = before + counts * amount
+    if float(amount).is_integer() and amount >= 0:
+        exact = _exact(before, after)
+    else:
+        exact = np.zeros(touched.size, dtype=bool)
+    if dense:
+        values[touched[exact]] = after[exact]
+        totals[:] = values.tolist()
+    else:
         for peer, total in zip(touched[exact].tolist(), after[exact].tolist(), strict=True):
             totals[peer] = total
-        slow, slow_counts = touched[~exact], counts[~exact]
-    for peer, count in zip(slow.tolist(), slow_counts.tolist(), strict=True):
+    for peer, count in zip(touched[~exact].tolist(), counts[~exact].tolist(), strict=True):
         total = totals[peer]
         for _ in range(count):
             total += amount

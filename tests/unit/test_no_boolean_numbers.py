@@ -7,7 +7,6 @@ refuses a boolean with one error naming the key; boolean keys still take boolean
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -24,16 +23,6 @@ BASE: dict[str, Any] = {
     "protocol": {"name": "random_groups", "group_size": 4},
     "stop": {"max_rounds": 3},
 }
-
-
-def with_value(key: str, value: Any, **extra: Any) -> dict[str, Any]:
-    mapping = copy.deepcopy(BASE) | copy.deepcopy(extra)
-    *path, last = key.split(".")
-    node = mapping
-    for part in path:
-        node = node.setdefault(part, {})
-    node[last] = value
-    return mapping
 
 
 @pytest.mark.parametrize(
@@ -53,15 +42,15 @@ def with_value(key: str, value: Any, **extra: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("value", [True, False])
 def test_a_boolean_for_a_number_names_the_key(key: str, extra: dict[str, Any], value: bool):
     with pytest.raises(ScenarioError) as caught:
-        sim.scenario_from_mapping(with_value(key, value, **extra))
+        sim.scenario_from_mapping({**BASE, **extra}, {key: value})  # the dotted override
     assert caught.value.key == key
     assert caught.value.got is value
     assert "a number, not a boolean" in str(caught.value)
 
 
 def test_boolean_keys_still_take_booleans():
-    mapping = with_value("protocol", {"name": "moshpit", "group_size": 4, "load_balance": False})
-    assert sim.scenario_from_mapping(mapping).protocol.load_balance is False
+    moshpit = {"name": "moshpit", "group_size": 4, "load_balance": False}
+    assert sim.scenario_from_mapping({**BASE, "protocol": moshpit}).protocol.load_balance is False
 
 
 def test_numeric_fields_are_the_number_typed_ones():

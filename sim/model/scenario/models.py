@@ -45,11 +45,6 @@ from sim.model.scenario.churn import (
 from sim.model.scenario.workload import NoWorkload, Target, Workload
 from sim.model.scenario.workload import resolve as resolve_workload
 
-
-class Section(StrictSection):
-    """Base of every scenario section: strict, frozen, no boolean for a number."""
-
-
 #: ``peers.compute``: what it means (the schema and ``--help`` show it).
 COMPUTE_DESCRIPTION = (
     "seconds of local work per averaging step (schedule: async; 0: averaging back to back; "
@@ -63,7 +58,7 @@ JITTER_DESCRIPTION = (
 )
 
 
-class PeerClass(Section):
+class PeerClass(StrictSection):
     """A class of peers: a fraction of the population whose values override the defaults."""
 
     name: str | None = None
@@ -76,7 +71,7 @@ class PeerClass(Section):
     client: bool = False
 
 
-class Peers(Section):
+class Peers(StrictSection):
     """Per-peer capacities and behaviour (see network.md)."""
 
     count: int = Field(default=64, ge=1)
@@ -98,7 +93,7 @@ class Peers(Section):
         return classes
 
 
-class SiteLink(Section):
+class SiteLink(StrictSection):
     """An undirected, full-duplex link between two sites (``network.links`` entry).
 
     Each direction has the full ``capacity`` (bytes/s, ``> 0``, ``inf`` allowed: a link
@@ -128,7 +123,7 @@ class SiteLink(Section):
 DEFAULT_SITE = "default"
 
 
-class Network(Section):
+class Network(StrictSection):
     """How flows share capacity on the network clock (see network.md).
 
     ``sites`` maps peer class names (``peers.classes[].name``) to sites; peers of an
@@ -166,7 +161,7 @@ WIRE_BYTES_DESCRIPTION = (
 )
 
 
-class Vector(Section):
+class Vector(StrictSection):
     """The vectors the peers hold and average.
 
     ``wire_bytes`` (default: ``dim`` × the dtype's itemsize) is the size of one whole
@@ -235,7 +230,7 @@ class Vector(Section):
 DEFAULT_MAX_ROUNDS = 50
 
 
-class Stop(Section):
+class Stop(StrictSection):
     """When a run ends: whichever comes first (the summary's ``stop_reason`` says which).
 
     A bound the scenario sets is never overridden by a default: on the rounds clock a
@@ -298,7 +293,7 @@ class Stop(Section):
 MIN_EVERY = 1e-6
 
 
-class Metrics(Section):
+class Metrics(StrictSection):
     """How often the recorder samples, and extra variance thresholds to time."""
 
     every: Duration = Field(default=1.0, description="rounds, or seconds on the network clock")
@@ -326,7 +321,7 @@ def _protocol_field() -> Any:
     return Annotated[params_union(), Field(discriminator="name")]
 
 
-class Scenario(Section):
+class Scenario(StrictSection):
     """A whole scenario, resolved: every default filled in."""
 
     name: str = Field(default="scenario", pattern=r"^[A-Za-z0-9_.\-]+$")

@@ -51,11 +51,7 @@ MAX_TOTAL_STEPS = 10**9
 MAX_DATA_ELEMENTS = 2**27
 
 
-class _Section(StrictSection):
-    """Base of the workload's sections: strict, frozen, no boolean for a number."""
-
-
-class Sgd(_Section):
+class Sgd(StrictSection):
     """Each peer's local optimizer: SGD as ``torch.optim.SGD`` (no dampening).
 
     With g the stochastic gradient at the peer's model x: g ← g + ``weight_decay``·x;
@@ -93,7 +89,7 @@ class Sgd(_Section):
         return self
 
 
-class _Training(_Section):
+class _Training(StrictSection):
     """Keys every training workload has (``name`` first: subclasses narrow it)."""
 
     name: str
@@ -115,7 +111,7 @@ class _Training(_Section):
     )
 
 
-class NoWorkload(_Section):
+class NoWorkload(StrictSection):
     """Pure averaging: the peers' vectors change only by the protocol."""
 
     name: Literal["none"] = "none"
@@ -207,7 +203,7 @@ class LogisticWorkload(_Training):
 Workload = Annotated[NoWorkload | QuadraticWorkload | LogisticWorkload, Field(discriminator="name")]
 
 
-class LossTarget(_Section):
+class LossTarget(StrictSection):
     """A ``metrics.targets`` entry ``{loss: value}``: time when f(x̄) first falls below it."""
 
     loss: float = Field(gt=0)
