@@ -190,7 +190,8 @@ class EdgeClockProtocol(TopologyGraph, ContinuousProtocol):
     @classmethod
     def footprint(cls, params: Any, n_peers: int, dim: int, itemsize: int, clock: str) -> Footprint:
         """The graph and its (E, 2) edge table; ``rate``·N/2 exchanges of two flows per
-        second, a peer in at most ``max_concurrent`` at once."""
+        second, a peer in at most ``max_concurrent`` at once; with one, on the network
+        clock, a closed-form segment's planned rings."""
         graph = graph_size(params, n_peers)
         base = super().footprint(params, n_peers, dim, itemsize, clock)
         tables = graph.table_bytes(n_peers, neighbour_table=False)
@@ -199,9 +200,14 @@ class EdgeClockProtocol(TopologyGraph, ContinuousProtocol):
         base = replace(base, state_arrays=arrays, table_bytes=tables)
         rows = cls.snapshot_rows[not wire_of(params).exact]
         in_flight = float(n_peers * params.max_concurrent)
-        return exchange_footprint(
+        base = exchange_footprint(
             base, n_peers, params.rate, in_flight, clock, rows / 2, cls.replay_arrays
         )
+        if clock != "network" or params.max_concurrent != 1:
+            return base
+        from protocols._solo_exchanges.settings import segment_rings  # it imports this module
+
+        return replace(base, planned_rings=float(segment_rings(n_peers)))
 
     def __init__(self, params: EdgeClockParams, ctx: Context) -> None:
         super().__init__(params, ctx)

@@ -63,6 +63,10 @@ class Footprint:
     round_bytes_per_peer
         Network clock, barrier rounds: bytes a peer sends in one round (with the
         peers' bandwidth, a lower bound of a round's duration).
+    planned_rings
+        Network clock, continuous time: the most rings one closed-form segment plans
+        (:func:`protocols._solo_exchanges.settings.segment_rings`), each held until the
+        segment is applied.
     """
 
     state_arrays: float = 1.0
@@ -72,6 +76,7 @@ class Footprint:
     flows_per_s: float = 0.0
     flows_in_flight: float = 0.0
     round_bytes_per_peer: float = 0.0
+    planned_rings: float = 0.0
 
     def with_network_of(self, wire: Footprint) -> Footprint:
         """This footprint's memory (arrays, tables) with the flows and bytes of ``wire``:

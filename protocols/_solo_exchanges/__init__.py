@@ -13,7 +13,7 @@ t1 = start + route latency, F = t1 + nbytes / rate (rate = the smallest capacity
 ring up to the next event that could change anything it computes — an *interfering*
 event: a sample, a churn step, the end of the run, a download's flow (anything but the
 flow network's own events for this process's flows and those flows' ``done``
-callbacks) — at most :data:`settings.SEGMENT_RINGS` rings (more with many peers). In a segment
+callbacks) — at most :func:`settings.segment_rings` rings (∝ the number of peers). In a segment
 the arithmetic of every exchange that completes before its end is applied at once, in
 waves of disjoint pairs (the rounds clock's batching,
 :func:`protocols._edge_clocks.waves`); an exchange that would complete after it (a

@@ -119,8 +119,7 @@ class SegmentPlanner:
         segment planned from here before and undone; this one is its part before
         ``until`` (same bounds, the interrupt not looked at)."""
         env, stream, times = self.env, self.stream, self.times
-        scale = min(settings.SEGMENT_SCALE, max(1, self.n_peers // settings.SEGMENT_PEERS))
-        most = cap = settings.SEGMENT_RINGS * scale  # rings, exchanges
+        most = cap = settings.segment_rings(self.n_peers)  # rings, exchanges
         if again is not None:
             cap = again.cap
         elif self.watcher is not None:  # exchanges it can take before one must come alone

@@ -10,14 +10,23 @@ ENABLED = True
 #: When a list, every completed exchange of either path is appended to it as
 #: (i, j, start, end) seconds (tests compare the two paths' completion times).
 EXCHANGES: list[tuple[int, int, float, float]] | None = None
-#: Most rings planned in one segment (bounds the memory of a plan, ≈ 130 bytes a ring),
-#: per :data:`SEGMENT_PEERS` peers (at least once, at most :data:`SEGMENT_SCALE` times):
-#: the exchanges in flight at a segment's end go out as flows, and there are more of
-#: them the more peers ring, so a fixed length would put a share ∝ N of the exchanges on
-#: the general path (measured at 10^5 peers: 0.30 → 0.17 CPU s per simulated second).
+#: Most rings planned in one segment: :data:`SEGMENT_RINGS` per :data:`SEGMENT_PEERS`
+#: peers, at least :data:`SEGMENT_RINGS` (:func:`segment_rings`; ≈ 8 rings a peer, each
+#: holding at most ``sim.engine.resources.PLANNED_RING_BYTES`` while planned). The
+#: exchanges in flight at a segment's end go out as flows, and there are more of them the
+#: more peers ring, so the length grows with N: a fixed length (or one with a cap) would
+#: put a share ∝ N of the exchanges on the general path, N² flows in all (measured at
+#: 10^5 peers over 100 simulated s: 20 segments of 2^18 rings sent 19,446 exchanges as
+#: flows, 10 segments of up to 12 × 2^16 rings half as many, 5.3 → 4.1 s of wall).
 SEGMENT_RINGS = 1 << 16
-SEGMENT_PEERS = 1 << 14
-SEGMENT_SCALE = 4
+SEGMENT_PEERS = 1 << 13
+
+
+def segment_rings(n_peers: int) -> int:
+    """The most rings one segment plans with ``n_peers`` peers (:data:`SEGMENT_RINGS`)."""
+    return SEGMENT_RINGS * max(1, n_peers // SEGMENT_PEERS)
+
+
 #: Rings planned between two looks at the run's interrupt (its environment's ``_poll``,
 #: :class:`sim.engine.observe.observer.PolledEnvironment`, which looks every 256
 #: events; a ring costs at least one event on the general path).

@@ -58,6 +58,12 @@ PLANNED_FLOW_BYTES = 256
 #: Bytes per flow in flight: the Flow object, its SimPy event, callbacks and index
 #: entries (measured 700–1270 B with tracemalloc; rounded up).
 FLOW_BYTES = 1536
+#: Bytes per ring a closed-form segment plans (:mod:`protocols._solo_exchanges`): its
+#: start, end, edge and wave in the planner's buffers and in the segment's copies, the
+#: ring stream's times and picks, the commit's masks and gathers (measured ~76 B: the
+#: peak resident set of 10^5 peers' gossip grew by 40 MiB from 2^18 to 12 × 2^16 rings
+#: a segment; rounded up).
+PLANNED_RING_BYTES = 128
 #: Fixed costs of a run: the environment, recorder rows, the summary's frames.
 RUNTIME_BYTES = 32 * 2**20
 #: Resident memory of numba and the flow network's compiled kernels once loaded (LLVM,
@@ -115,7 +121,8 @@ def memory_parts(scenario: Scenario) -> MemoryEstimate:
     dtype, or the float64 copy of the initial mean) and a round's peak (the footprint's
     arrays plus the recorder's float64 blocks: a converted block, and one more per
     restriction to existing or present peers); ``peers``; ``tables`` (the protocol's);
-    ``network`` (peers' flow-network entries, a round's planned and in-flight flows);
+    ``network`` (peers' flow-network entries, a round's planned and in-flight flows, a
+    closed-form segment's planned rings);
     ``training`` with a workload (:func:`training_bytes`); ``runtime``.
     """
     n, dim = peer_count(scenario), scenario.vector.dim
@@ -129,6 +136,7 @@ def memory_parts(scenario: Scenario) -> MemoryEstimate:
     parts["tables"] = float(fp.table_bytes)
     if scenario.clock == "network":
         flows = PLANNED_FLOW_BYTES * fp.flows_per_round + FLOW_BYTES * fp.flows_in_flight
+        flows += PLANNED_RING_BYTES * fp.planned_rings
         parts["network"] = NET_PEER_BYTES * n + flows
     if scenario.workload.name != "none":
         parts["training"] = training_bytes(scenario)
