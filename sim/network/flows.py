@@ -105,7 +105,8 @@ class FlowNetwork(Streams):
             big = self.n >= COMPILED_MIN_PEERS
             solver = "compiled" if big and compiled.available() else "general"
         elif solver == "compiled" and not compiled.available():
-            raise NetworkError("solver", solver, "'general' or 'auto' (numba is not installed)")
+            why = "numba is not installed, or NUMBA_DISABLE_JIT is set"
+            raise NetworkError("solver", solver, f"'general' or 'auto' ({why})")
         #: ``"general"`` or ``"compiled"``: the core this network runs on.
         self.solver = solver
         core = compiled.CompiledCore if solver == "compiled" else GeneralCore
