@@ -205,7 +205,7 @@ class EdgeClockProtocol(TopologyGraph, ContinuousProtocol):
         )
         if clock != "network" or params.max_concurrent != 1:
             return base
-        from protocols._solo_exchanges.settings import segment_rings  # it imports this module
+        from protocols._solo_exchanges.settings import segment_rings  # (a cycle at the top)
 
         return replace(base, planned_rings=float(segment_rings(n_peers)))
 

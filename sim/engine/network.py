@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from sim.core.errors import ScenarioError
+from sim.core.fields import dist_to_plain
 from sim.core.seeding import component_rng
 from sim.engine.base import Engine, Progress, frozen_heap
 from sim.engine.netclock import NetworkClock, TracedClock, TracedFlowNetwork
@@ -29,6 +30,28 @@ from sim.model.jitter import Jitter, jitter_for
 from sim.model.scenario.models import Scenario
 from sim.model.sites import routes_of
 from sim.network import FlowNetwork
+
+
+def idle_links(scenario: Scenario, table: pd.DataFrame, field: str) -> None:
+    """Refuse peers whose ``field`` (``upload`` or ``download``) bandwidth is 0: a flow
+    through it would never end. The error names the key that gave the value (a class's
+    override, else ``peers.<field>``) and the first such peer."""
+    values = table[f"{field}_bytes_per_s"].to_numpy()
+    zero = np.flatnonzero(values == 0.0)
+    if not zero.size:
+        return
+    first = int(zero[0])
+    classes = scenario.peers.classes or []
+    k = int(table["class"].to_numpy()[first])
+    override = getattr(classes[k], field) if classes else None
+    key = f"peers.classes.{k}.{field}" if override is not None else f"peers.{field}"
+    dist = override if override is not None else getattr(scenario.peers, field)
+    more = f" and {zero.size - 1} more" if zero.size > 1 else ""
+    raise ScenarioError(
+        key, dist_to_plain(dist),
+        f"a bandwidth > 0 on the network clock (peer {first}{more} would never finish a "
+        "transfer)",
+    )  # fmt: skip
 
 
 class NetworkEngine(Engine):
@@ -66,6 +89,8 @@ class NetworkEngine(Engine):
                     "maxmin, or a positive route latency between every two peers (peers "
                     f"{zero[0]} and {zero[1]} have peers.latency 0)",
                 )  # fmt: skip
+        for field in ("upload", "download"):
+            idle_links(self.scenario, table, field)
         net_args = (
             self.env,
             table["upload_bytes_per_s"].to_numpy(),
