@@ -41,8 +41,11 @@ def staged_folder(final: str | os.PathLike[str], replace: bool = False) -> Itera
         When ``final`` is not empty at the end of the block and ``replace`` is false.
     """
     target = Path(final)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _fresh_folder(target, STAGING_SUFFIX)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _fresh_folder(target, STAGING_SUFFIX)
+    except OSError as exc:  # name the destination, not a hidden staging folder
+        raise OSError(exc.errno, exc.strerror, str(target)) from exc
     try:
         yield tmp
         publish(tmp, target, replace)

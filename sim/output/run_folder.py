@@ -88,11 +88,15 @@ def check_folder(out_dir: str | os.PathLike[str], force: bool) -> Path:
     Raises
     ------
     ResultExistsError
-        When ``out_dir`` is a file, or exists, is not empty and ``force`` is false.
+        When ``out_dir`` is a file, or a folder above it is, or it exists, is not empty
+        and ``force`` is false.
     """
     folder = Path(out_dir)
     if folder.exists() and not folder.is_dir():
         raise ResultExistsError(f"{folder} exists and is not a folder")
+    above = next((p for p in folder.parents if p.exists()), None)
+    if above is not None and not above.is_dir():  # its folder cannot be made
+        raise ResultExistsError(f"{folder}: cannot make this folder, {above} is a file")
     if folder.is_dir() and any(folder.iterdir()) and not force:
         raise ResultExistsError(f"{folder} exists and is not empty; use --force to overwrite it")
     return folder

@@ -16,9 +16,10 @@ import pytest
 
 import sim.output.atomic
 import sim.output.run_folder
+from sim.core.errors import ResultExistsError
 from sim.engine.result import RunResult
 from sim.output.atomic import staged_folder
-from sim.output.run_folder import write_result
+from sim.output.run_folder import check_folder, write_result
 
 
 def fake_result(seed: int) -> RunResult:
@@ -115,3 +116,18 @@ def test_a_staged_folder_creates_missing_parents(tmp_path: Path):
         (staging / "f.txt").write_text("x")
     assert (tmp_path / "a" / "b" / "out" / "f.txt").read_text() == "x"
     assert [p.name for p in (tmp_path / "a" / "b").iterdir()] == ["out"]
+
+
+def test_a_folder_under_a_file_is_refused_before_the_run(tmp_path: Path):
+    (tmp_path / "afile").write_text("")
+    target = tmp_path / "afile" / "x" / "out"
+    with pytest.raises(ResultExistsError, match=r"cannot make this folder, .*afile is a file$"):
+        check_folder(target, force=False)
+
+
+def test_a_staged_folder_that_cannot_be_made_names_the_destination(tmp_path: Path):
+    (tmp_path / "afile").write_text("")
+    target = tmp_path / "afile" / "out"
+    with pytest.raises(FileExistsError) as caught, staged_folder(target):
+        pass
+    assert caught.value.filename == str(target)  # not the hidden staging folder's name
