@@ -33,9 +33,13 @@ import numpy as np
 from sim.core.optional import optional_module
 from sim.kernels.groups import Groups
 
-#: Bytes of a row done at a time by the numba loop: a group of 32 rows then holds 32 KiB,
-#: in L1 (measured on K1: 1 KiB ≈ 0.7–0.8 of a copy, 4 KiB ≈ 0.6, 16 KiB ≈ 0.5).
-JIT_BLOCK_BYTES = 1024
+#: Bytes of a row done at a time by the numba loop: a group of 32 rows then holds 256 KiB.
+#: The best size depends on the machine; the results do not (each column is the same
+#: sum in the same order). K1 where the loop was written: 1 KiB ≈ 0.7–0.8 of a copy,
+#: 4 KiB ≈ 0.6, 16 KiB ≈ 0.5; on stop 37's (AMD EPYC, 32 KiB L1d and 512 KiB L2 a core):
+#: 1 KiB 0.36–0.43, 4 KiB 0.52–0.56, 8 KiB 0.58–0.70, 16 KiB 0.58–0.76, a whole row
+#: 0.48–0.53. 8 KiB keeps both at about 0.55 or more; 1 KiB fell below 0.5 on the second.
+JIT_BLOCK_BYTES = 8192
 #: Smallest (members × columns) of a bucket worth the numba loop: below it the tiles are
 #: as fast, and a small run never imports numba.
 JIT_MIN_ELEMENTS = 1 << 16
