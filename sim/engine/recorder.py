@@ -119,13 +119,34 @@ def _joined(xp: Any, parts: list[Any]) -> Any:
     return xp.concat(parts) if len(parts) > 1 else parts[0]
 
 
+#: Bytes of a page, for :func:`apart`.
+PAGE = 4096
+
+
+def apart(vector: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """A copy of ``vector`` whose address is half a page from ``block``'s, modulo a page.
+
+    ``block -= vector`` stores into each row of ``block`` while it loads ``vector``. When
+    the rows are a whole number of pages long (2^k columns of float64) and ``vector``
+    lies at nearly the same offset in its page as the rows do, each load waits on the
+    stores in flight to the same page offset (4K aliasing): 15–23 ms instead of 3.4–4.2
+    for a block of 2^22 elements of 4096 columns or fewer (AMD EPYC, stop 37). Half a page
+    apart, no load aliases a recent store. The values, and so the result, are the same.
+    """
+    buf = np.empty(vector.size + PAGE // vector.itemsize, vector.dtype)
+    shift = ((block.ctypes.data + PAGE // 2 - buf.ctypes.data) % PAGE) // vector.itemsize
+    out = buf[shift : shift + vector.size]
+    out[...] = vector
+    return out
+
+
 def _squares(xp: Any, block: Any, mean: Any = None) -> float:
     """Σ (block − column mean)²; numpy: in place on ``block`` (a float64 copy of the state's
     columns: the sample's scratch, or a row selection of it)."""
     if mean is None:
         mean = xp.mean(block, axis=0)
     if type(block) is np.ndarray:
-        block -= mean
+        block -= apart(mean, block)
         flat = block.reshape(-1)
         # einsum, not np.dot: BLAS would start threads, and sweep workers oversubscribe
         return float(np.einsum("i,i->", flat, flat))
