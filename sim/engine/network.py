@@ -32,7 +32,7 @@ from sim.model.sites import routes_of
 from sim.network import FlowNetwork
 
 
-def idle_links(scenario: Scenario, table: pd.DataFrame, field: str) -> None:
+def refuse_zero_bandwidth(scenario: Scenario, table: pd.DataFrame, field: str) -> None:
     """Refuse peers whose ``field`` (``upload`` or ``download``) bandwidth is 0: a flow
     through it would never end. The error names the key that gave the value (a class's
     override, else ``peers.<field>``) and the first such peer."""
@@ -90,7 +90,7 @@ class NetworkEngine(Engine):
                     f"{zero[0]} and {zero[1]} have peers.latency 0)",
                 )  # fmt: skip
         for field in ("upload", "download"):
-            idle_links(self.scenario, table, field)
+            refuse_zero_bandwidth(self.scenario, table, field)
         net_args = (
             self.env,
             table["upload_bytes_per_s"].to_numpy(),
