@@ -170,6 +170,81 @@ def messages(draw: st.DrawFn, max_messages: int = 3, max_coords: int = 600) -> n
     return draw(hnp.arrays(np.float64, (m, n), elements=st.one_of(finite_floats(), repeated)))
 
 
+# -- a group's flows alone on their links (issue 13) ------------------------------------
+
+
+@st.composite
+def group_flow_plans(draw: st.DrawFn, max_flows: int = 14) -> dict[str, Any]:
+    """A group of 2–4 peers and a plan of flows among them, as
+    :class:`protocols.contract.Flows` arrays: gates in layers (a flow opens its layer's
+    gate and may wait for an earlier one), ``after`` and ``previous`` an earlier flow
+    (``previous`` only with ``after``, each flow the previous piece of one at most),
+    streamed pieces (one continuation per piece), zero-byte flows, root starts (≤ 0:
+    at once), finite timeouts; with continuous bandwidths and latencies (0 included),
+    members absent at the start and preemptions at random instants."""
+    g = draw(st.integers(2, 4))
+    n = draw(st.integers(1, max_flows))
+    ends = st.tuples(st.integers(0, g - 1), st.integers(0, g - 1)).filter(lambda e: e[0] != e[1])
+    pairs = draw(st.lists(ends, min_size=n, max_size=n))
+    layer = np.sort(np.array(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))))
+    opens = np.full(n, -1, dtype=np.intp)
+    waits = np.full(n, -1, dtype=np.intp)
+    after = np.full(n, -1, dtype=np.intp)
+    previous = np.full(n, -1, dtype=np.intp)
+    taken: set[int] = set()
+    for i in range(n):
+        if draw(st.booleans()):
+            opens[i] = layer[i]
+        if layer[i] > 0 and draw(st.booleans()):
+            waits[i] = draw(st.integers(0, int(layer[i]) - 1))
+        if i > 0 and draw(st.booleans()):
+            after[i] = draw(st.integers(0, i - 1))
+            free = [j for j in range(i) if j not in taken]
+            if len(free) > 0 and draw(st.booleans()):
+                previous[i] = draw(st.sampled_from(free))
+                taken.add(int(previous[i]))
+    size = st.one_of(st.just(0.0), st.floats(0.1, 60.0))
+    timeout = st.one_of(st.just(float("inf")), st.floats(0.05, 10.0))
+    return {
+        "src": np.array([a for a, _ in pairs], dtype=np.intp),
+        "dst": np.array([b for _, b in pairs], dtype=np.intp),
+        "nbytes": np.array(draw(st.lists(size, min_size=n, max_size=n))),
+        "opens": opens,
+        "waits": waits,
+        "after": after,
+        "previous": previous,
+        "streamed": _one_stream_each(
+            np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n))), after, previous
+        ),
+        "start_s": np.array(draw(st.lists(st.floats(-1.0, 3.0), min_size=n, max_size=n))),
+        "timeout_s": np.array(draw(st.lists(timeout, min_size=n, max_size=n))),
+        "up": draw(st.lists(st.floats(1.0, 100.0), min_size=g, max_size=g)),
+        "down": draw(st.lists(st.floats(1.0, 100.0), min_size=g, max_size=g)),
+        "latency": draw(
+            st.lists(st.one_of(st.just(0.0), st.floats(0.001, 0.5)), min_size=g, max_size=g)
+        ),
+        "present": np.array(  # mostly present
+            draw(st.lists(st.sampled_from((True, True, True, False)), min_size=g, max_size=g))
+        ),
+        "t0": draw(st.floats(0.0, 100.0)),
+        "preemptions": sorted(
+            draw(st.lists(st.tuples(st.floats(0.0, 10.0), st.integers(0, g - 1)), max_size=2))
+        ),
+    }
+
+
+def _one_stream_each(streamed: np.ndarray, after: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """``streamed`` less the flows whose piece before them (``previous``, else
+    ``after``) another streamed flow continues already: a stream goes on in one flow."""
+    pred = np.where(previous >= 0, previous, after)
+    seen: set[int] = set()
+    for i in np.flatnonzero(streamed & (pred >= 0)).tolist():
+        if pred[i] in seen:
+            streamed[i] = False
+        seen.add(int(pred[i]))
+    return streamed
+
+
 # -- churn ----------------------------------------------------------------------------
 
 

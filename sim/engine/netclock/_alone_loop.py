@@ -1,0 +1,360 @@
+"""The loop of :mod:`sim.engine.netclock.alone`: a group's flows on links no one else
+uses, piece by piece, in plain Python that numba compiles unchanged
+(:mod:`sim.engine.netclock._alone_jit`).
+
+Only arrays and scalars, no objects, so that the same source runs in both: a run
+without numba (or with its JIT disabled) gets the same floats, operation for operation.
+The model is the network clock's piece by piece (:class:`~protocols.contract.Flows`,
+:mod:`sim.network.flows`): a flow is sent when all it waits for has ended, waits its
+route latency unless it continues its stream back to back, then shares its links max-min
+fairly with the group's other flows in their bandwidth phase until its bytes are
+through, within :data:`REL_EPS` of its size. A flow to or from an absent peer is refused
+after the route latency; a preemption fails the flows in flight from or to its peer; a
+flow still in flight ``timeout`` seconds after it was sent is cancelled, unless its last
+byte arrives at that very instant. Each instant's events go in a fixed order: the ends
+of flows that finished at their entry, completions, latency ends, releases, refusals,
+timeouts, preemptions; within each, flows in the order they were sent.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+#: A flow whose remaining bytes fall to this fraction of its size counts as complete
+#: (:data:`sim.network.maxmin.REL_EPS`; ``tests/unit/test_alone.py`` checks they agree).
+REL_EPS = 1e-12
+
+# phases of a flow
+WAITING, LATENCY, BANDWIDTH, ENDED, REFUSING = 0, 1, 2, 3, 4
+# outcomes of a flow
+PENDING, DELIVERED, FAILED, TIMED_OUT, REFUSED, BROKEN = 0, 1, 2, 3, 4, 5
+
+# kinds of event, in their order within an instant
+_ENTRY_ENDS, _COMPLETIONS, _LATENCY_ENDS, _RELEASES, _REFUSALS, _TIMEOUTS, _PREEMPTIONS = range(7)
+
+
+def rerate(
+    now: float, act: Any, nact: int, phase: Any, res: Any, cap: Any, rem: Any, rate: Any,
+    t_last: Any, finish: Any, left: Any, count: Any, listed: Any, frozen: Any, new: Any,
+) -> None:  # fmt: skip
+    """Max-min fair rates of the flows in their bandwidth phase (progressive filling:
+    the resource with the smallest fair share, ties to the lowest index, freezes its
+    flows), and, for each flow whose rate changes, its bytes advanced to ``now`` and its
+    finish recomputed (:class:`~sim.network.general.GeneralCore`'s arithmetic)."""
+    for r in range(cap.size):
+        left[r] = cap[r]
+        count[r] = 0
+    nb = 0
+    for k in range(nact):
+        i = act[k]
+        if phase[i] == BANDWIDTH:
+            listed[nb] = i
+            frozen[nb] = False
+            nb += 1
+            for w in range(res.shape[1]):
+                r = res[i, w]
+                if r >= 0:
+                    count[r] += 1
+    todo = nb
+    while todo > 0:
+        best, share = -1, math.inf
+        for r in range(cap.size):
+            if count[r] > 0:
+                s = max(left[r], 0.0) / count[r]
+                if s < share:
+                    best, share = r, s
+        for k in range(nb):
+            if frozen[k]:
+                continue
+            i = listed[k]
+            uses = False
+            for w in range(res.shape[1]):
+                if res[i, w] == best:
+                    uses = True
+            if uses:
+                frozen[k] = True
+                new[k] = share
+                todo -= 1
+                for w in range(res.shape[1]):
+                    r = res[i, w]
+                    if r >= 0:
+                        left[r] -= share
+                        count[r] -= 1
+    for k in range(nb):
+        i = listed[k]
+        r_new = new[k]
+        if r_new != rate[i]:
+            rem[i] -= rate[i] * (now - t_last[i])
+            t_last[i] = now
+            rate[i] = r_new
+            finish[i] = now + rem[i] / r_new if r_new > 0.0 else math.inf
+
+
+def solve(
+    t0: float, nbytes: Any, lat: Any, res: Any, timeout: Any, pred: Any, waits: Any,
+    opens: Any, after_ptr: Any, after_idx: Any, next_piece: Any, behind_ptr: Any,
+    behind_idx: Any, gate_left: Any, need: Any, rel_flow: Any, rel_at: Any, cap: Any,
+    src: Any, dst: Any, present: Any, fail_at: Any, fail_peer: Any,
+    sent_at: Any, end_at: Any, outcome: Any, moved: Any, seq: Any,
+) -> tuple[float, int, int]:  # fmt: skip
+    """Run a group's ``n`` flows from ``t0`` until every one has ended.
+
+    Inputs, per flow: ``nbytes``, route latency ``lat``, resources ``res`` (n, W) (local
+    indices into ``cap``, -1 padded), ``timeout`` (s, inf: none), ``pred`` (the piece it
+    continues back to back, -1: none), ``waits`` (its gate, -1: none), ``opens`` (the gate
+    it opens, -1: none), ``next_piece`` (the flow whose previous piece it is, -1: none),
+    ``src`` and ``dst`` (local peers); the flows after each flow (CSR ``after_ptr``,
+    ``after_idx``) and behind each gate (``behind_ptr``, ``behind_idx``), in flow order;
+    ``gate_left`` (flows yet to end per gate) and ``need`` (what each flow waits for),
+    both updated in place; the roots and flows ready at the start, ``rel_flow`` released
+    at ``rel_at`` (absolute, non-decreasing); ``present`` (g,) bool, updated; the
+    preemptions ``fail_peer`` at ``fail_at`` (non-decreasing).
+
+    Outputs, per flow: ``sent_at`` and ``end_at`` (NaN: never), ``outcome``, ``moved``
+    bytes, ``seq`` (send order, -1: never sent). Returns (the instant the last flow
+    ended, messages sent, messages refused); the instant is NaN when flows are left that
+    nothing will release (a plan that never ends).
+    """
+    n = nbytes.size
+    if n == 0:
+        return t0, 0, 0
+    phase, act, zq = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    ends, listed = np.empty(n, np.int64), np.empty(n, np.int64)
+    relq = np.empty(n + rel_flow.size, np.int64)
+    rem, rate, t_last, finish = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    due_at, deadline, new = np.empty(n), np.empty(n), np.empty(n)
+    broken, oks, frozen = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.bool_)
+    left_r, count_r = np.empty(cap.size), np.empty(cap.size, np.int64)
+    for i in range(n):
+        phase[i] = WAITING
+        broken[i] = False
+        sent_at[i] = math.nan
+        end_at[i] = math.nan
+        outcome[i] = PENDING
+        moved[i] = 0.0
+        seq[i] = -1
+        deadline[i] = math.inf
+    nact, rh, rt, zh, zt = 0, 0, 0, 0, 0
+    rc, fc = 0, 0
+    remaining, messages, refused, sent = n, 0, 0, 0
+    now, done_at, dirty = t0, math.nan, False
+    while remaining > 0:
+        if dirty:
+            rerate(now, act, nact, phase, res, cap, rem, rate, t_last, finish, left_r, count_r,
+                   listed, frozen, new)  # fmt: skip
+            dirty = False
+        # the next instant and the kind of event due then
+        kind, t = -1, math.inf
+        if zh < zt:
+            kind, t = _ENTRY_ENDS, now
+        else:
+            t_bw = t_lat = t_ref = t_to = math.inf
+            for k in range(nact):
+                i = act[k]
+                ph = phase[i]
+                if ph == BANDWIDTH:
+                    t_bw = min(t_bw, finish[i])
+                    t_to = min(t_to, deadline[i])
+                elif ph == LATENCY:
+                    t_lat = min(t_lat, due_at[i])
+                    t_to = min(t_to, deadline[i])
+                elif ph == REFUSING:
+                    t_ref = min(t_ref, due_at[i])
+            t_rel = rel_at[rc] if rc < rel_at.size else math.inf
+            t_fail = fail_at[fc] if fc < fail_at.size else math.inf
+            if t_bw < t:
+                kind, t = _COMPLETIONS, t_bw
+            if t_lat < t:
+                kind, t = _LATENCY_ENDS, t_lat
+            if t_rel < t:
+                kind, t = _RELEASES, t_rel
+            if t_ref < t:
+                kind, t = _REFUSALS, t_ref
+            if t_to < t:
+                kind, t = _TIMEOUTS, t_to
+            if t_fail < t:
+                kind, t = _PREEMPTIONS, t_fail
+        if kind < 0:
+            return math.nan, messages, refused  # waiting for what never comes
+        now = t
+        # the flows that end at this event, in order (ends, oks)
+        ne = 0
+        if kind == _ENTRY_ENDS:
+            while zh < zt:
+                ends[ne], oks[ne] = zq[zh], True
+                ne += 1
+                zh += 1
+            zh = zt = 0
+        elif kind == _COMPLETIONS:
+            for k in range(nact):
+                i = act[k]
+                if phase[i] == BANDWIDTH and (
+                    finish[i] <= now or (finish[i] - now) * rate[i] <= REL_EPS * nbytes[i]
+                ):
+                    m = ne  # in (finish, send order) order: act is in send order
+                    while m > 0 and finish[ends[m - 1]] > finish[i]:
+                        ends[m] = ends[m - 1]
+                        m -= 1
+                    ends[m] = i
+                    ne += 1
+            for m in range(ne):
+                i = ends[m]
+                oks[m] = True
+                phase[i] = ENDED
+                end_at[i] = now
+                outcome[i] = DELIVERED
+                moved[i] = nbytes[i]
+            dirty = True
+        elif kind == _LATENCY_ENDS:
+            for k in range(nact):
+                i = act[k]
+                if phase[i] == LATENCY and due_at[i] == now:
+                    if nbytes[i] == 0.0 or res[i, 0] < 0:
+                        phase[i] = ENDED
+                        end_at[i] = now
+                        outcome[i] = DELIVERED
+                        zq[zt] = i
+                        zt += 1
+                    else:
+                        phase[i] = BANDWIDTH
+                        rem[i], rate[i], t_last[i], finish[i] = nbytes[i], 0.0, now, math.inf
+                        dirty = True
+        elif kind == _RELEASES:
+            while rc < rel_at.size and rel_at[rc] == now:
+                relq[rt] = rel_flow[rc]
+                rt += 1
+                rc += 1
+        elif kind == _REFUSALS:
+            for k in range(nact):
+                i = act[k]
+                if phase[i] == REFUSING and due_at[i] == now:
+                    phase[i] = ENDED
+                    end_at[i] = now
+                    outcome[i] = REFUSED
+                    ends[ne], oks[ne] = i, False
+                    ne += 1
+        elif kind == _TIMEOUTS:
+            for k in range(nact):
+                i = act[k]
+                ph = phase[i]
+                if LATENCY <= ph <= BANDWIDTH and deadline[i] == now:  # in flight
+                    deadline[i] = math.inf
+                    if ph == BANDWIDTH:
+                        through = nbytes[i] - rem[i] + rate[i] * (now - t_last[i])
+                        if nbytes[i] - through <= REL_EPS * nbytes[i]:
+                            continue  # its last byte arrives now: in time
+                        moved[i] = nbytes[i] - max(rem[i] - rate[i] * (now - t_last[i]), 0.0)
+                        dirty = True
+                    phase[i] = ENDED
+                    end_at[i] = now
+                    outcome[i] = TIMED_OUT
+                    ends[ne], oks[ne] = i, False
+                    ne += 1
+        else:  # a preemption: the peer's flows in flight fail
+            p = fail_peer[fc]
+            fc += 1
+            present[p] = False
+            for k in range(nact):
+                i = act[k]
+                ph = phase[i]
+                if LATENCY <= ph <= BANDWIDTH and (src[i] == p or dst[i] == p):
+                    if ph == BANDWIDTH:
+                        moved[i] = nbytes[i] - max(rem[i] - rate[i] * (now - t_last[i]), 0.0)
+                        dirty = True
+                    phase[i] = ENDED
+                    end_at[i] = now
+                    outcome[i] = FAILED
+                    ends[ne], oks[ne] = i, False
+                    ne += 1
+        # each end in order, then what it releases (a broken flow ends at once, unsent)
+        e, x, ok = 0, -1, True
+        while True:
+            if x < 0 and rh == rt:
+                if e == ne:
+                    break
+                x, ok = ends[e], oks[e]
+                e += 1
+            if x >= 0:  # flow x ended: count it, release what waited for it
+                remaining -= 1
+                if remaining == 0:
+                    done_at = now
+                g = opens[x]
+                if g >= 0:
+                    gate_left[g] -= 1
+                    if gate_left[g] == 0:
+                        for b in range(behind_ptr[g], behind_ptr[g + 1]):
+                            j = behind_idx[b]
+                            need[j] -= 1
+                            if need[j] == 0:
+                                relq[rt] = j
+                                rt += 1
+                for a in range(after_ptr[x], after_ptr[x + 1]):
+                    if not ok:
+                        broken[after_idx[a]] = True
+                for a in range(after_ptr[x], after_ptr[x + 1]):
+                    j = after_idx[a]
+                    need[j] -= 1
+                    if need[j] == 0:
+                        relq[rt] = j
+                        rt += 1
+                j = next_piece[x]
+                if j >= 0:
+                    if not ok:
+                        broken[j] = True
+                    need[j] -= 1
+                    if need[j] == 0:
+                        relq[rt] = j
+                        rt += 1
+                x = -1
+                continue
+            j = relq[rh]
+            rh += 1
+            if rh == rt:
+                rh = rt = 0
+            if broken[j]:
+                phase[j] = ENDED
+                end_at[j] = now
+                outcome[j] = BROKEN
+                x, ok = j, False
+                continue
+            # send flow j now
+            seq[j] = sent
+            sent += 1
+            messages += 1
+            sent_at[j] = now
+            act[nact] = j
+            nact += 1
+            if not (present[src[j]] and present[dst[j]]):
+                refused += 1
+                phase[j] = REFUSING
+                due_at[j] = now + lat[j]
+                continue
+            if timeout[j] < math.inf:
+                deadline[j] = now + timeout[j]
+            p = pred[j]
+            back = p >= 0 and (waits[j] < 0 or (outcome[p] == DELIVERED and end_at[p] == now))
+            if not back and lat[j] > 0.0:
+                phase[j] = LATENCY
+                due_at[j] = now + lat[j]
+            elif nbytes[j] == 0.0 or res[j, 0] < 0:
+                phase[j] = ENDED
+                end_at[j] = now
+                outcome[j] = DELIVERED
+                zq[zt] = j
+                zt += 1
+            else:
+                phase[j] = BANDWIDTH
+                rem[j], rate[j], t_last[j], finish[j] = nbytes[j], 0.0, now, math.inf
+                dirty = True
+        # the flows still in flight, in send order
+        kept = 0
+        for k in range(nact):
+            i = act[k]
+            if phase[i] != ENDED:
+                act[kept] = i
+                kept += 1
+        nact = kept
+    return done_at, messages, refused

@@ -1,0 +1,197 @@
+"""A group's all-reduce on links no one else uses, run in a loop of its own.
+
+Under ``schedule: async`` a peer is in one group at a time and only its group's flows
+use its links (without shared links and rejoin downloads), so a group's flows meet no
+other flow. Their times then follow from the group's plan, its start, its members'
+links and their preemptions alone: :func:`run_alone` computes them in one call
+(:mod:`sim.engine.netclock._alone_loop`, compiled by numba where it imports), piece by
+piece as the network clock's model says (:class:`~protocols.contract.Flows`), with no
+SimPy event, no :class:`~sim.network.Flow` and no Python per piece.
+
+It is the model of :class:`~sim.engine.netclock.NetworkClock` with
+:attr:`~sim.engine.netclock.NetworkClock.streams` off (a flow per piece), not its
+arithmetic: rates come from a progressive filling over the group's flows rather than
+the flow network's incremental one, so instants agree to round-off (the tests hold
+them to 1e-9 relative), not bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from protocols.contract import Flows
+from sim.core.optional import optional_module
+from sim.engine.netclock import _alone_loop
+from sim.network import FlowNetwork
+
+#: outcomes of a flow (:attr:`AloneRun.outcome`)
+PENDING, DELIVERED, FAILED, TIMED_OUT, REFUSED, BROKEN = (
+    _alone_loop.PENDING, _alone_loop.DELIVERED, _alone_loop.FAILED, _alone_loop.TIMED_OUT,
+    _alone_loop.REFUSED, _alone_loop.BROKEN,
+)  # fmt: skip
+
+
+@dataclass
+class AloneRun:
+    """What a group's flows did (:func:`run_alone`), per flow and in all."""
+
+    #: (n,) when each flow was sent and when it ended (NaN: never)
+    sent_at: np.ndarray
+    end_at: np.ndarray
+    #: (n,) int8: :data:`DELIVERED`, :data:`FAILED` (an end preempted), :data:`TIMED_OUT`,
+    #: :data:`REFUSED` (an end absent when it was sent) or :data:`BROKEN` (never sent: a
+    #: flow it followed failed)
+    outcome: np.ndarray
+    #: (n,) bytes each flow moved (its size once delivered)
+    moved: np.ndarray
+    #: (n,) the order the flows were sent in (-1: never sent)
+    seq: np.ndarray
+    #: when the last flow ended
+    done_at: float
+    #: messages sent (refused ones included), and refused
+    messages: int
+    refused: int
+
+    @property
+    def delivered(self) -> np.ndarray:
+        """(n,) bool: the flows that completed."""
+        return self.outcome == DELIVERED
+
+    @property
+    def timed_out(self) -> np.ndarray:
+        """(n,) bool: the flows cancelled by their ``timeout_s``."""
+        return self.outcome == TIMED_OUT
+
+
+def run_alone(
+    flows: Flows,
+    net: FlowNetwork,
+    present: np.ndarray,
+    t0: float,
+    delay_s: np.ndarray | None = None,
+    preemptions: Sequence[tuple[float, int]] = (),
+) -> AloneRun:
+    """Run ``flows`` (a group's, alone on their links) from ``t0`` until all have ended.
+
+    ``present`` (n_peers,) bool: who is present at ``t0``; ``delay_s`` (n_peers,) each
+    sender's straggler delay, the roots' start where ``flows.start_s`` is None;
+    ``preemptions``: (instant, peer) in time order, the members that go down meanwhile.
+    The network gives the links (:attr:`~sim.network.FlowNetwork.routes`); its sharing
+    must be ``maxmin``. Raises ValueError for a plan whose flows never all end.
+    """
+    if net.sharing != "maxmin":
+        raise ValueError(f"run_alone: sharing {net.sharing!r}: only 'maxmin' runs alone")
+    n = flows.src.size
+    src, dst = np.asarray(flows.src, dtype=np.int64), np.asarray(flows.dst, dtype=np.int64)
+    members = np.unique(np.r_[src, dst])
+    local = np.full(present.size, -1, dtype=np.int64)
+    local[members] = np.arange(members.size)
+    lat, res, cap = _routes(net, src, dst)
+    neg = np.full(n, -1, dtype=np.int64)
+    opens = neg if flows.opens is None else np.asarray(flows.opens, dtype=np.int64)
+    waits = neg if flows.waits is None else np.asarray(flows.waits, dtype=np.int64)
+    after = neg if flows.after is None else np.asarray(flows.after, dtype=np.int64)
+    previous = neg if flows.previous is None else np.asarray(flows.previous, dtype=np.int64)
+    n_gates = int(max(opens.max(initial=-1), waits.max(initial=-1))) + 1
+    gate_left = np.bincount(opens[opens >= 0], minlength=n_gates).astype(np.int64)
+    need = (after >= 0).astype(np.int64) + (previous >= 0)
+    gated = waits >= 0
+    need[gated] += gate_left[waits[gated]] > 0
+    behind_ptr, behind_idx = _lists(waits, n_gates)
+    after_ptr, after_idx = _lists(after, n)
+    next_piece = np.full(n, -1, dtype=np.int64)
+    has_previous = previous >= 0
+    next_piece[previous[has_previous]] = np.flatnonzero(has_previous)
+    pred = neg
+    if flows.streamed is not None:
+        pred = np.where(flows.streamed, np.where(previous >= 0, previous, after), -1)
+    rel_flow, rel_at = _releases(flows, src, waits, after, need, t0, delay_s)
+    timeout = np.full(n, np.inf) if flows.timeout_s is None else np.asarray(
+        flows.timeout_s, dtype=np.float64
+    )  # fmt: skip
+    mine = [(float(at), int(local[p])) for at, p in preemptions if local[p] >= 0]
+    fail_at = np.array([at for at, _ in mine], dtype=np.float64)
+    fail_peer = np.array([p for _, p in mine], dtype=np.int64)
+    out = AloneRun(
+        np.empty(n), np.empty(n), np.empty(n, dtype=np.int8), np.empty(n),
+        np.empty(n, dtype=np.int64), 0.0, 0, 0,
+    )  # fmt: skip
+    done_at, messages, refused = _solver()(
+        float(t0), np.asarray(flows.nbytes, dtype=np.float64), lat, res, timeout,
+        np.ascontiguousarray(pred, dtype=np.int64), waits, opens, after_ptr, after_idx,
+        next_piece, behind_ptr, behind_idx, gate_left, need, rel_flow, rel_at, cap,
+        local[src], local[dst], present[members].astype(np.bool_), fail_at, fail_peer,
+        out.sent_at, out.end_at, out.outcome, out.moved, out.seq,
+    )  # fmt: skip
+    if done_at != done_at:
+        raise ValueError("run_alone: some flows wait for flows that never end")
+    out.done_at, out.messages, out.refused = float(done_at), int(messages), int(refused)
+    return out
+
+
+def _solver() -> Any:
+    """The compiled loop where numba imports, else the same source in Python."""
+    module = optional_module("sim.engine.netclock._alone_jit")
+    return _alone_loop.solve if module is None else module.solve
+
+
+def _routes(net: FlowNetwork, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per flow: route latency, resources (n, W) as indices into the capacities, -1
+    padded; and those capacities. One route look-up per connection."""
+    routes = net.routes
+    key = src * net.n + dst
+    pairs, inverse = np.unique(key, return_inverse=True)
+    latency = np.empty(pairs.size)
+    used: dict[int, int] = {}
+    listed: list[list[int]] = []
+    for k, pair in enumerate(pairs.tolist()):
+        latency_s, resources = routes.route(pair // net.n, pair % net.n)
+        latency[k] = latency_s
+        listed.append([used.setdefault(r, len(used)) for r in resources])
+    width = max(1, max(len(r) for r in listed))
+    table = np.full((pairs.size, width), -1, dtype=np.int64)
+    for k, local in enumerate(listed):
+        table[k, : len(local)] = local
+    capacity = routes.capacity_bytes_per_s
+    cap = np.array([capacity[r] for r in used], dtype=np.float64)
+    return latency[inverse], table[inverse], cap
+
+
+def _lists(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """The flows listing each key (CSR: ``idx[ptr[k]:ptr[k + 1]]``), in flow order."""
+    listed = np.flatnonzero(keys >= 0)
+    order = listed[np.argsort(keys[listed], kind="stable")]
+    ptr = np.searchsorted(keys[order], np.arange(n_keys + 1))
+    return ptr.astype(np.int64), order.astype(np.int64)
+
+
+def _releases(
+    flows: Flows,
+    src: np.ndarray,
+    waits: np.ndarray,
+    after: np.ndarray,
+    need: np.ndarray,
+    t0: float,
+    delay_s: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The flows released by the clock rather than by an end, in its order, and when:
+    the roots starting at once (by start), those behind a gate no flow opens, then the
+    later roots by start, each at ``t0 + start`` (:meth:`NetworkClock.run`)."""
+    roots = np.flatnonzero((waits < 0) & (after < 0))
+    if flows.start_s is not None:
+        start = np.asarray(flows.start_s, dtype=np.float64)[roots]
+    else:
+        assert delay_s is not None, "run_alone: roots without start_s need delay_s"
+        start = np.asarray(delay_s, dtype=np.float64)[src[roots]]
+    order = np.argsort(start, kind="stable")
+    roots, start = roots[order], start[order]
+    now = start <= 0
+    ready = np.flatnonzero((need == 0) & (waits >= 0))
+    rel_flow = np.r_[roots[now], ready, roots[~now]].astype(np.int64)
+    later = [t0 + at for at in start[~now].tolist()]
+    rel_at = np.array([t0] * (int(now.sum()) + ready.size) + later, dtype=np.float64)
+    return rel_flow, rel_at
