@@ -43,6 +43,7 @@ from sim.core.numeric import median
 from sim.core.seeding import component_rng
 from sim.engine.matchmaking import Assembled, Matchmaker, Order, hivemind_order
 from sim.engine.netclock import NetworkClock
+from sim.engine.netclock.alone_groups import AloneGroups
 from sim.engine.peer_loops import NO_MATCHMAKING, PeerLoopEngine
 from sim.engine.steps import ALLREDUCE, COMPUTE, MATCHMAKING
 from sim.model.scenario.models import Scenario
@@ -99,6 +100,9 @@ class AsyncEngine(PeerLoopEngine):
         clock.listeners.append(self)
         if self.tracer is not None:
             self.tracer.on_close(self._close_trace)
+        traced = self.tracer is not None
+        if clock.groups_alone and AloneGroups.fits(self.scenario, clock.net, traced):
+            clock.alone = AloneGroups(self.env, clock.net, clock.present, clock, clock.delay_s)
         self.up(np.flatnonzero(clock.present))
 
     # -- the peer's loop -------------------------------------------------------------------
@@ -209,7 +213,7 @@ class AsyncEngine(PeerLoopEngine):
         self.env.process(self._run_group(run, plan))
 
     def _run_group(self, run: _GroupRun, plan: GroupPlan) -> Generator[simpy.Event, Any, None]:
-        yield from self.clock.run(plan)
+        yield from self.clock.run_group(plan)
         members = run.group.members
         lost = np.zeros(self.exists.size, dtype=bool)
         lost[sorted(run.lost)] = True

@@ -16,7 +16,7 @@ numba), which give bit-identical results; see :data:`SOLVERS`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any, cast
 
@@ -33,7 +33,7 @@ from sim.network.streams import Streams
 
 __all__ = [
     "BANDWIDTH", "COMPILED_MIN_PEERS", "DONE", "FAILED", "LATENCY", "REL_EPS", "SHARING",
-    "SOLVERS", "Flow", "FlowNetwork",
+    "SOLVERS", "Flow", "FlowNetwork", "timeout_at",
 ]  # fmt: skip
 
 SHARING = ("maxmin", "rtt_weighted")
@@ -125,6 +125,12 @@ class FlowNetwork(Streams):
             self._latch_left = np.zeros(64, dtype=np.int64)
         self._latch_top = 0
         self._latch_free: dict[int, list[int]] = {}
+        #: Flows timed outside this network, on links none of its flows use (a group run
+        #: alone, :mod:`sim.engine.netclock.alone_groups`): each source, asked with an
+        #: instant, gives what its flows not yet counted (:meth:`count_elsewhere`) have
+        #: moved by then, as (src, dst, bytes) arrays, for :attr:`bytes_out` and
+        #: :attr:`bytes_in`.
+        self.elsewhere: list[Callable[[float], tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
 
     # -- public API ----------------------------------------------------------------------
     def send(
@@ -401,7 +407,32 @@ class FlowNetwork(Streams):
         for flow in self._core.flows():
             if not flow.parked:  # a parked stream's piece is counted already
                 total[flow.src if src else flow.dst] += min(moved(flow, now), flow.nbytes)
+        for source in self.elsewhere:
+            senders, receivers, nbytes = source(float(now))
+            np.add.at(total, senders if src else receivers, nbytes)
         return total
+
+    # -- flows timed elsewhere (a group alone: sim.engine.netclock.alone_groups) -----------
+    def count_elsewhere(
+        self,
+        started: int,
+        src: np.ndarray,
+        dst: np.ndarray,
+        moved: np.ndarray,
+        completed: int,
+        failed: int,
+    ) -> None:
+        """Count flows timed outside this network, on links none of its flows use:
+        ``started`` more flows sent (they take ids, as :meth:`send` would), and flows that
+        ended, each having moved ``moved[k]`` bytes ``src[k] → dst[k]`` (added in this
+        order), ``completed`` of them delivered and ``failed`` failed."""
+        self.flows_started += started
+        out, into = self._out, self._in
+        for s, d, nbytes in zip(src.tolist(), dst.tolist(), moved.tolist(), strict=True):
+            out[s] += nbytes
+            into[d] += nbytes
+        self.flows_completed += completed
+        self.flows_failed += failed
 
     # -- flows timed by their sender (protocols._solo_exchanges) -------------------------
     def count_solo(self, src: Any, dst: Any, nbytes: float) -> None:
@@ -469,6 +500,16 @@ def _exact(before: np.ndarray, after: np.ndarray) -> np.ndarray:
     """Where every partial sum from ``before`` to ``after`` (whole, non-negative
     additions) is a whole number within :data:`EXACT_INTEGERS`: exact float64s."""
     return (before >= 0) & (before == np.floor(before)) & (after <= EXACT_INTEGERS)
+
+
+def timeout_at(env: simpy.Environment, instant: float) -> simpy.Timeout:
+    """A SimPy timeout that fires at exactly ``instant`` (not before now), which no
+    float delay may give (:class:`_Instant`)."""
+    now = env.now
+    if instant < now:
+        raise ValueError(f"timeout_at: {instant} is before now ({now})")
+    delay = instant - now
+    return simpy.Timeout(env, delay if now + delay == instant else _Instant(instant))
 
 
 class _Instant(float):

@@ -69,6 +69,7 @@ def swarm() -> tuple[tuple[Any, ...], list[dict[str, Any]]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(FlowNetwork, "__init__", network_init)
         patch.setattr(NetworkClock, "run", run)
+        patch.setattr(NetworkClock, "groups_alone", False)  # every group through run()
         sim.run(_scenario(), seed=5)
     return links[0], groups
 

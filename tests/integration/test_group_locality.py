@@ -152,6 +152,7 @@ def test_every_group_of_a_swarm_runs_as_it_would_alone(
 
     monkeypatch.setattr(FlowNetwork, "__init__", network_init)
     monkeypatch.setattr(NetworkClock, "run", run)
+    monkeypatch.setattr(NetworkClock, "groups_alone", False)  # every group on the events
     sim.run(_scenario(), seed=3)
     assert len(links) == 1
     finished = [g for g in groups if "end" in g and "state" in g]

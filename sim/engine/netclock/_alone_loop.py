@@ -13,7 +13,7 @@ after the route latency; a preemption fails the flows in flight from or to its p
 flow still in flight ``timeout`` seconds after it was sent is cancelled, unless its last
 byte arrives at that very instant. Each instant's events go in a fixed order: the ends
 of flows that finished at their entry, completions, latency ends, releases, refusals,
-timeouts, preemptions; within each, flows in the order they were sent.
+timeouts, changes of presence; within each, flows in the order they were sent.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ def solve(
     t0: float, nbytes: Any, lat: Any, res: Any, timeout: Any, pred: Any, waits: Any,
     opens: Any, after_ptr: Any, after_idx: Any, next_piece: Any, behind_ptr: Any,
     behind_idx: Any, gate_left: Any, need: Any, rel_flow: Any, rel_at: Any, cap: Any,
-    src: Any, dst: Any, present: Any, fail_at: Any, fail_peer: Any,
-    sent_at: Any, end_at: Any, outcome: Any, moved: Any, seq: Any,
+    src: Any, dst: Any, present: Any, fail_at: Any, fail_peer: Any, fail_up: Any,
+    until: float, sent_at: Any, end_at: Any, outcome: Any, moved: Any, seq: Any,
 ) -> tuple[float, int, int]:  # fmt: skip
     """Run a group's ``n`` flows from ``t0`` until every one has ended.
 
@@ -111,12 +111,15 @@ def solve(
     ``gate_left`` (flows yet to end per gate) and ``need`` (what each flow waits for),
     both updated in place; the roots and flows ready at the start, ``rel_flow`` released
     at ``rel_at`` (absolute, non-decreasing); ``present`` (g,) bool, updated; the
-    preemptions ``fail_peer`` at ``fail_at`` (non-decreasing).
+    changes of presence: peer ``fail_peer`` goes down at ``fail_at`` (non-decreasing),
+    or comes back where ``fail_up``.
 
     Outputs, per flow: ``sent_at`` and ``end_at`` (NaN: never), ``outcome``, ``moved``
     bytes, ``seq`` (send order, -1: never sent). Returns (the instant the last flow
-    ended, messages sent, messages refused); the instant is NaN when flows are left that
-    nothing will release (a plan that never ends).
+    ended, messages sent, messages refused). The loop stops before any instant after
+    ``until``: the flows still in flight then have moved what they had by ``until``
+    (their outcome pending), and the instant returned is ``inf``. It is NaN when flows
+    are left that nothing will release (a plan that never ends).
     """
     n = nbytes.size
     if n == 0:
@@ -179,6 +182,12 @@ def solve(
                 kind, t = _PREEMPTIONS, t_fail
         if kind < 0:
             return math.nan, messages, refused  # waiting for what never comes
+        if t > until:  # what the flows in flight have moved by then
+            for k in range(nact):
+                i = act[k]
+                if phase[i] == BANDWIDTH:
+                    moved[i] = min(nbytes[i] - rem[i] + rate[i] * (until - t_last[i]), nbytes[i])
+            return math.inf, messages, refused
         now = t
         # the flows that end at this event, in order (ends, oks)
         ne = 0
@@ -253,11 +262,12 @@ def solve(
                     outcome[i] = TIMED_OUT
                     ends[ne], oks[ne] = i, False
                     ne += 1
-        else:  # a preemption: the peer's flows in flight fail
+        else:  # a change of presence; a preemption fails the peer's flows in flight
             p = fail_peer[fc]
+            up = fail_up[fc]
             fc += 1
-            present[p] = False
-            for k in range(nact):
+            present[p] = up
+            for k in range(0 if up else nact):
                 i = act[k]
                 ph = phase[i]
                 if LATENCY <= ph <= BANDWIDTH and (src[i] == p or dst[i] == p):

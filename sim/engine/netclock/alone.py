@@ -17,6 +17,7 @@ them to 1e-9 relative), not bit for bit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,96 @@ class AloneRun:
         return self.outcome == TIMED_OUT
 
 
+class AlonePlan:
+    """A group's flows, prepared once to run alone from ``t0`` (:meth:`run`, as often as
+    the presence of its members changes or its progress is asked for).
+
+    The network gives the links (:attr:`~sim.network.FlowNetwork.routes`); its sharing
+    must be ``maxmin``. ``delay_s`` (n_peers,): each sender's straggler delay, the roots'
+    start where ``flows.start_s`` is None.
+    """
+
+    def __init__(
+        self, flows: Flows, net: FlowNetwork, t0: float, delay_s: np.ndarray | None = None
+    ) -> None:
+        if net.sharing != "maxmin":
+            raise ValueError(f"AlonePlan: sharing {net.sharing!r}: only 'maxmin' runs alone")
+        n = flows.src.size
+        src = np.asarray(flows.src, dtype=np.int64)
+        dst = np.asarray(flows.dst, dtype=np.int64)
+        #: the group's peers (sorted), and each flow's ends among them
+        self.members = members = np.unique(np.r_[src, dst])
+        self.src, self.dst = src, dst
+        self.local = local = np.full(net.n, -1, dtype=np.int64)
+        local[members] = np.arange(members.size)
+        self.t0 = float(t0)
+        lat, res, cap = _routes(net, src, dst)
+        neg = np.full(n, -1, dtype=np.int64)
+        opens = neg if flows.opens is None else np.asarray(flows.opens, dtype=np.int64)
+        waits = neg if flows.waits is None else np.asarray(flows.waits, dtype=np.int64)
+        after = neg if flows.after is None else np.asarray(flows.after, dtype=np.int64)
+        previous = neg if flows.previous is None else np.asarray(flows.previous, dtype=np.int64)
+        n_gates = int(max(opens.max(initial=-1), waits.max(initial=-1))) + 1
+        gate_left = np.bincount(opens[opens >= 0], minlength=n_gates).astype(np.int64)
+        need = (after >= 0).astype(np.int64) + (previous >= 0)
+        gated = waits >= 0
+        need[gated] += gate_left[waits[gated]] > 0
+        behind_ptr, behind_idx = _lists(waits, n_gates)
+        after_ptr, after_idx = _lists(after, n)
+        next_piece = np.full(n, -1, dtype=np.int64)
+        has_previous = previous >= 0
+        next_piece[previous[has_previous]] = np.flatnonzero(has_previous)
+        pred = neg
+        if flows.streamed is not None:
+            pred = np.where(flows.streamed, np.where(previous >= 0, previous, after), -1)
+        rel_flow, rel_at = _releases(flows, src, waits, after, need, self.t0, delay_s)
+        timeout = np.full(n, np.inf)
+        if flows.timeout_s is not None:
+            timeout = np.asarray(flows.timeout_s, dtype=np.float64)
+        self.nbytes = np.asarray(flows.nbytes, dtype=np.float64)
+        self._fixed = (
+            lat, res, timeout, np.ascontiguousarray(pred, dtype=np.int64), waits, opens,
+            after_ptr, after_idx, next_piece, behind_ptr, behind_idx,
+        )  # fmt: skip
+        self._counts = (gate_left, need)
+        self._rest = (rel_flow, rel_at, cap, local[src], local[dst])
+
+    def run(
+        self,
+        present: np.ndarray,
+        changes: Sequence[tuple[float, int, bool]] = (),
+        until: float = math.inf,
+    ) -> AloneRun:
+        """Run the flows from ``t0`` until every one has ended, or until ``until``.
+
+        ``present`` (n_peers,) bool: who is present at ``t0``; ``changes``: (instant,
+        peer, up) in time order, members going down (``up`` False: their flows in flight
+        fail) or coming back. Stopped at ``until``, the flows in flight have their
+        progress then in :attr:`AloneRun.moved` and ``done_at`` is ``inf``. Raises
+        ValueError for a plan whose flows never all end.
+        """
+        n = self.nbytes.size
+        local = self.local
+        mine = [(float(at), int(local[p]), bool(up)) for at, p, up in changes if local[p] >= 0]
+        out = AloneRun(
+            np.empty(n), np.empty(n), np.empty(n, dtype=np.int8), np.empty(n),
+            np.empty(n, dtype=np.int64), 0.0, 0, 0,
+        )  # fmt: skip
+        gate_left, need = self._counts
+        done_at, messages, refused = _solver()(
+            self.t0, self.nbytes, *self._fixed, gate_left.copy(), need.copy(), *self._rest,
+            present[self.members].astype(np.bool_),
+            np.array([c[0] for c in mine], dtype=np.float64),
+            np.array([c[1] for c in mine], dtype=np.int64),
+            np.array([c[2] for c in mine], dtype=np.bool_),
+            float(until), out.sent_at, out.end_at, out.outcome, out.moved, out.seq,
+        )  # fmt: skip
+        if done_at != done_at:
+            raise ValueError("run_alone: some flows wait for flows that never end")
+        out.done_at, out.messages, out.refused = float(done_at), int(messages), int(refused)
+        return out
+
+
 def run_alone(
     flows: Flows,
     net: FlowNetwork,
@@ -75,62 +166,11 @@ def run_alone(
     delay_s: np.ndarray | None = None,
     preemptions: Sequence[tuple[float, int]] = (),
 ) -> AloneRun:
-    """Run ``flows`` (a group's, alone on their links) from ``t0`` until all have ended.
-
-    ``present`` (n_peers,) bool: who is present at ``t0``; ``delay_s`` (n_peers,) each
-    sender's straggler delay, the roots' start where ``flows.start_s`` is None;
-    ``preemptions``: (instant, peer) in time order, the members that go down meanwhile.
-    The network gives the links (:attr:`~sim.network.FlowNetwork.routes`); its sharing
-    must be ``maxmin``. Raises ValueError for a plan whose flows never all end.
-    """
-    if net.sharing != "maxmin":
-        raise ValueError(f"run_alone: sharing {net.sharing!r}: only 'maxmin' runs alone")
-    n = flows.src.size
-    src, dst = np.asarray(flows.src, dtype=np.int64), np.asarray(flows.dst, dtype=np.int64)
-    members = np.unique(np.r_[src, dst])
-    local = np.full(present.size, -1, dtype=np.int64)
-    local[members] = np.arange(members.size)
-    lat, res, cap = _routes(net, src, dst)
-    neg = np.full(n, -1, dtype=np.int64)
-    opens = neg if flows.opens is None else np.asarray(flows.opens, dtype=np.int64)
-    waits = neg if flows.waits is None else np.asarray(flows.waits, dtype=np.int64)
-    after = neg if flows.after is None else np.asarray(flows.after, dtype=np.int64)
-    previous = neg if flows.previous is None else np.asarray(flows.previous, dtype=np.int64)
-    n_gates = int(max(opens.max(initial=-1), waits.max(initial=-1))) + 1
-    gate_left = np.bincount(opens[opens >= 0], minlength=n_gates).astype(np.int64)
-    need = (after >= 0).astype(np.int64) + (previous >= 0)
-    gated = waits >= 0
-    need[gated] += gate_left[waits[gated]] > 0
-    behind_ptr, behind_idx = _lists(waits, n_gates)
-    after_ptr, after_idx = _lists(after, n)
-    next_piece = np.full(n, -1, dtype=np.int64)
-    has_previous = previous >= 0
-    next_piece[previous[has_previous]] = np.flatnonzero(has_previous)
-    pred = neg
-    if flows.streamed is not None:
-        pred = np.where(flows.streamed, np.where(previous >= 0, previous, after), -1)
-    rel_flow, rel_at = _releases(flows, src, waits, after, need, t0, delay_s)
-    timeout = np.full(n, np.inf) if flows.timeout_s is None else np.asarray(
-        flows.timeout_s, dtype=np.float64
-    )  # fmt: skip
-    mine = [(float(at), int(local[p])) for at, p in preemptions if local[p] >= 0]
-    fail_at = np.array([at for at, _ in mine], dtype=np.float64)
-    fail_peer = np.array([p for _, p in mine], dtype=np.int64)
-    out = AloneRun(
-        np.empty(n), np.empty(n), np.empty(n, dtype=np.int8), np.empty(n),
-        np.empty(n, dtype=np.int64), 0.0, 0, 0,
-    )  # fmt: skip
-    done_at, messages, refused = _solver()(
-        float(t0), np.asarray(flows.nbytes, dtype=np.float64), lat, res, timeout,
-        np.ascontiguousarray(pred, dtype=np.int64), waits, opens, after_ptr, after_idx,
-        next_piece, behind_ptr, behind_idx, gate_left, need, rel_flow, rel_at, cap,
-        local[src], local[dst], present[members].astype(np.bool_), fail_at, fail_peer,
-        out.sent_at, out.end_at, out.outcome, out.moved, out.seq,
-    )  # fmt: skip
-    if done_at != done_at:
-        raise ValueError("run_alone: some flows wait for flows that never end")
-    out.done_at, out.messages, out.refused = float(done_at), int(messages), int(refused)
-    return out
+    """Run ``flows`` (a group's, alone on their links) from ``t0`` until all have ended
+    (:class:`AlonePlan`): ``present`` (n_peers,) bool at ``t0``; ``preemptions``:
+    (instant, peer) in time order, the members that go down meanwhile."""
+    changes = [(at, peer, False) for at, peer in preemptions]
+    return AlonePlan(flows, net, t0, delay_s).run(present, changes)
 
 
 def _solver() -> Any:

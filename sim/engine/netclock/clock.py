@@ -15,6 +15,7 @@ import numpy as np
 import simpy
 
 from protocols.contract import IDLE_ROUND_S, GroupPlan, RoundPlan
+from sim.engine.netclock.alone_groups import AloneGroups
 from sim.engine.netclock.chains import Chains
 from sim.engine.netclock.round_state import ReplyChunk, RoundState
 from sim.network import Flow, FlowNetwork
@@ -66,6 +67,10 @@ class NetworkClock:
     #: so that a completion that releases nothing is recorded without an event of its
     #: own (False: every completion settles its flow's ``done``).
     quiet = True
+    #: Let ``schedule: async`` run its groups alone where nothing else can use their links
+    #: (:class:`~sim.engine.netclock.alone_groups.AloneGroups`; False: every group on
+    #: this clock's events, the reference the equivalence tests compare with).
+    groups_alone = True
 
     def __init__(
         self, env: simpy.Environment, net: FlowNetwork, present: np.ndarray, delay_s: np.ndarray
@@ -82,6 +87,9 @@ class NetworkClock:
         self.listeners: list[PresenceListener] = []
         #: Rounds and groups in flight whose streams run in chunks (:meth:`settle`).
         self._chunked: dict[int, RoundState] = {}
+        #: Runs the groups of :meth:`run_group` alone, where nothing else can use their
+        #: links (set by the async schedule; None: every group on this clock's events).
+        self.alone: AloneGroups | None = None
 
     def preempt(self, peers: np.ndarray) -> None:
         """Churn callback: ``peers`` go down now; their flows fail, they are lost."""
@@ -89,6 +97,8 @@ class NetworkClock:
         self.lost[peers] = True
         self.preemptions[peers] += 1
         self.net.fail_peers(peers.tolist())
+        if self.alone is not None:
+            self.alone.changed(peers, up=False)
         for listener in self.listeners:
             listener.down(peers)
 
@@ -96,6 +106,8 @@ class NetworkClock:
         """Rejoin callback: ``peers`` are present again (after a ``fetch``: with the
         downloaded vector)."""
         self.present[peers] = True
+        if self.alone is not None:
+            self.alone.changed(peers, up=True)
         for listener in self.listeners:
             listener.up(peers)
 
@@ -147,9 +159,21 @@ class NetworkClock:
                 del self._chunked[id(state)]
         state.give_back_latches(self.net)  # every flow has ended
 
+    def run_group(self, plan: GroupPlan) -> Any:
+        """A SimPy process body: an async group's :meth:`run`, alone
+        (:class:`~sim.engine.netclock.alone_groups.AloneGroups`) where :attr:`alone` is
+        set and takes the group."""
+        if self.alone is not None and self.alone.takes(plan):
+            yield from self.alone.run(plan)
+        else:
+            yield from self.run(plan)
+
     def settle(self) -> None:
         """Count the pieces that have ended inside chunks in flight (messages, flows,
-        delivered), as piece by piece would have by now: before the counters are read."""
+        delivered), as piece by piece would have by now, and what the groups running alone
+        did: before the counters are read."""
+        if self.alone is not None:
+            self.alone.settle()
         for state in list(self._chunked.values()):
             chains = state.chains
             ready: list[int] = []
