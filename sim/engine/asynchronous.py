@@ -101,7 +101,8 @@ class AsyncEngine(PeerLoopEngine):
         if self.tracer is not None:
             self.tracer.on_close(self._close_trace)
         traced = self.tracer is not None
-        if clock.groups_alone and AloneGroups.fits(self.scenario, clock.net, traced):
+        wanted = clock.groups_alone and self.scenario.network.groups_alone
+        if wanted and AloneGroups.fits(self.scenario, clock.net, traced):
             clock.alone = AloneGroups(self.env, clock.net, clock.present, clock, clock.delay_s)
         self.up(np.flatnonzero(clock.present))
 

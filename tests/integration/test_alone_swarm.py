@@ -3,7 +3,8 @@
 
 A churned swarm (members go down and come back while their groups run), with short
 sender timeouts and a row every two seconds (groups in flight at most samples), runs
-twice: every group on the clock's events, and the groups run alone. The groups, the
+twice: every group on the clock's events, and the groups run alone (all of them, or
+those of up to 3 members beside the others on the events). The groups, the
 steps, the messages and the final vectors are the same, bit for bit; the instants and
 the bytes (per row, per peer) to 1e-9 relative.
 """
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 import sim
+from sim.core.errors import SimulationError
 from sim.engine.netclock import NetworkClock, alone_groups
 
 RTOL = 1e-9
@@ -40,28 +42,44 @@ def _scenario() -> Any:
     )  # fmt: skip
 
 
-def _run(alone: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, int]]:
-    changes = {"down": 0, "up": 0}
-    changed = alone_groups.AloneGroups.changed
+def _run(
+    alone: bool, monkeypatch: pytest.MonkeyPatch, max_members: int = 8
+) -> tuple[Any, dict[str, int]]:
+    seen = {"down": 0, "up": 0, "kept on events": 0}
+    changed, takes = alone_groups.AloneGroups.changed, alone_groups.AloneGroups.takes
 
     def counting(groups: Any, peers: np.ndarray, up: bool) -> None:
         running = {id(g) for p in peers.tolist() for g in groups._of_peer.get(p, ())}
-        changes["up" if up else "down"] += len(running)
+        seen["up" if up else "down"] += len(running)
         changed(groups, peers, up)
+
+    def taking(groups: Any, plan: Any) -> bool:
+        small = plan.members.size <= groups.MAX_MEMBERS
+        seen["kept on events"] += small and any(m in groups._events for m in plan.members)
+        return takes(groups, plan)
 
     with monkeypatch.context() as patch:
         patch.setattr(NetworkClock, "groups_alone", alone)
+        patch.setattr(alone_groups.AloneGroups, "MAX_MEMBERS", max_members)
         patch.setattr(alone_groups.AloneGroups, "changed", counting)
-        return sim.run(_scenario(), seed=2), changes
+        patch.setattr(alone_groups.AloneGroups, "takes", taking)
+        return sim.run(_scenario(), seed=2), seen
 
 
+@pytest.mark.parametrize("max_members", [8, 3])
 def test_a_swarm_whose_groups_run_alone_runs_as_on_the_clock(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, max_members: int
 ) -> None:
+    """With groups of up to 4, all run alone (8); with 3, the groups of 4 run on the
+    clock's events, and a small group with a member still in one of those (lost to it
+    and back) stays on the events too, where both groups' flows meet."""
     ref, _ = _run(False, monkeypatch)
-    got, changes = _run(True, monkeypatch)
-    assert changes["down"] > 0, changes  # members down mid-group
-    assert changes["up"] > 0, changes  # and back while their old group runs
+    got, seen = _run(True, monkeypatch, max_members)
+    assert seen["down"] > 0, seen  # members down mid-group
+    if max_members == 8:
+        assert seen["up"] > 0, seen  # and back while their old group runs
+    else:
+        assert seen["kept on events"] > 0, seen
     assert got.summary["flows_timed_out"] > 0
     for key, value in ref.summary.items():
         if key == "wall_time_s":
@@ -81,3 +99,25 @@ def test_a_swarm_whose_groups_run_alone_runs_as_on_the_clock(
                 np.testing.assert_allclose(mine[column], theirs[column], rtol=RTOL, atol=0.0)
             else:
                 assert mine[column].tolist() == theirs[column].tolist(), (name, column)
+
+
+def test_a_member_back_in_time_for_its_old_groups_flows_stops_the_run_with_one_line() -> None:
+    """A group's flows start 20 s after it assembles (``allreduce_overhead``) and peers
+    come back within a second: a member goes down and back and joins a new group before
+    its old group, running alone, has sent it anything. The two groups' flows would
+    meet on its links, which the loop cannot see: the run stops and names the key that
+    avoids it, and runs with that key off."""
+    data = {
+        "name": "alone-apart", "clock": "network", "schedule": "async",
+        "peers": {"count": 8, "upload": "100 Mbit/s", "download": "100 Mbit/s",
+                  "latency": "10 ms", "compute": "1 s"},
+        "churn": {"model": "exponential", "mtbf": "20 s", "mttr": "1 s"},
+        "vector": {"dim": 8, "dtype": "float32", "wire_bytes": "8 MB"},
+        "protocol": {"name": "moshpit", "group_size": 2, "grid_dims": 2,
+                     "matchmaking_time": 1.0, "allreduce_overhead": 20.0},
+        "stop": {"max_time": 60.0, "target_var": 0}, "metrics": {"every": 60.0},
+    }  # fmt: skip
+    with pytest.raises(SimulationError, match=r"^network\.groups_alone: expected false"):
+        sim.run(sim.scenario_from_mapping(data), seed=0)
+    data["network"] = {"groups_alone": False}
+    assert sim.run(sim.scenario_from_mapping(data), seed=0).summary["messages"] > 0

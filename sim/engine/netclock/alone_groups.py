@@ -29,6 +29,7 @@ import numpy as np
 import simpy
 
 from protocols.contract import GroupPlan
+from sim.core.errors import SimulationError
 from sim.engine.netclock.alone import DELIVERED, FAILED, REFUSED, TIMED_OUT, AlonePlan, AloneRun
 from sim.network import FlowNetwork
 from sim.network.flows import timeout_at
@@ -85,6 +86,8 @@ class AloneGroups:
         self.counters, self.delay_s = counters, delay_s
         self._running: dict[int, _Running] = {}  # by id, in start order
         self._of_peer: dict[int, list[_Running]] = {}
+        #: the peers in groups running on the clock's events, and in how many
+        self._events: dict[int, int] = {}
         net.elsewhere.append(self._progress)
 
     @staticmethod
@@ -99,8 +102,55 @@ class AloneGroups:
         )  # fmt: skip
 
     def takes(self, plan: GroupPlan) -> bool:
-        """Whether the group runs alone: at most :attr:`MAX_MEMBERS` members."""
-        return plan.members.size <= self.MAX_MEMBERS
+        """Whether the group runs alone: at most :attr:`MAX_MEMBERS` members, none of
+        them in a group still running on the clock's events (lost to it and back),
+        whose flows could meet its own there."""
+        return plan.members.size <= self.MAX_MEMBERS and not any(
+            m in self._events for m in plan.members.tolist()
+        )
+
+    def on_events(self, plan: GroupPlan, body: Generator[Any, Any, None]) -> Generator:
+        """A SimPy process body: ``body``, the clock's run of a group it keeps on its
+        events, with its members noted meanwhile (:meth:`takes`)."""
+        members = plan.members.tolist()
+        self._apart(members)
+        events = self._events
+        for m in members:
+            events[m] = events.get(m, 0) + 1
+        yield from body
+        for m in members:
+            left = events[m] - 1
+            if left:
+                events[m] = left
+            else:
+                del events[m]
+
+    def _apart(self, members: list[int]) -> None:
+        """A new group of ``members`` starts now: none of them may still have a flow on
+        its links in a group running alone (:meth:`_check`)."""
+        now = float(self.env.now)
+        for peer in members:
+            for group in self._of_peer.get(peer, ()):
+                self._check(group, peer, now)
+
+    def _check(self, group: _Running, peer: int, now: float) -> None:
+        """:class:`~sim.core.errors.SimulationError` where ``peer``, in another group too,
+        has a flow of ``group`` on its links after ``now``: the other group's flows would
+        meet it unseen (to run it, ``network.groups_alone: false``). A
+        member's flows in a group end when it goes down (in flight: failed; the pieces
+        after them: broken; sends while it is away: refused), so this needs a flow of it
+        sent there after it came back (a start or ``allreduce_overhead`` later than its
+        absence); rather than a wrong run."""
+        run, alone = group.run, group.alone
+        mine = (alone.src == peer) | (alone.dst == peer)
+        moving = mine & np.isin(run.outcome, _ENDED) & (run.end_at > now)
+        if moving.any():
+            raise SimulationError(  # one argument: SimPy re-raises it from its args
+                "network.groups_alone: expected false for this scenario (at "
+                f"{now:.6g} s peer {peer} joins a group while a group running alone still "
+                f"has {int(moving.sum())} of its flows to send to or from it: lost to that "
+                "group and back before its end), got true"
+            )
 
     def run(self, plan: GroupPlan) -> Generator[simpy.Event, Any, None]:
         """A SimPy process body: run the group's flows alone, return when all have
@@ -111,6 +161,7 @@ class AloneGroups:
             plan.timed_out = np.zeros(0, dtype=bool)
             return
         env = self.env
+        self._apart(plan.members.tolist())
         alone = AlonePlan(flows, self.net, float(env.now), self.delay_s)
         group = _Running(alone, self.present.copy(), env.event())
         self._running[id(group)] = group
@@ -147,6 +198,9 @@ class AloneGroups:
                     group.changes.append((now, peer, up))
             group.run = group.alone.run(group.present, group.changes)
             self._arm(group)
+            for peer in group.alone.members.tolist():  # in another group too: apart?
+                if peer in self._events or len(self._of_peer[peer]) > 1:
+                    self._check(group, peer, now)
 
     def settle(self) -> None:
         """Count what the running groups' flows did up to now (sends, ends)."""

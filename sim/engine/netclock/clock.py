@@ -162,11 +162,14 @@ class NetworkClock:
     def run_group(self, plan: GroupPlan) -> Any:
         """A SimPy process body: an async group's :meth:`run`, alone
         (:class:`~sim.engine.netclock.alone_groups.AloneGroups`) where :attr:`alone` is
-        set and takes the group."""
-        if self.alone is not None and self.alone.takes(plan):
-            yield from self.alone.run(plan)
-        else:
+        set and takes the group (:meth:`~sim.engine.netclock.alone_groups.AloneGroups.takes`)."""
+        alone = self.alone
+        if alone is None:
             yield from self.run(plan)
+        elif alone.takes(plan):
+            yield from alone.run(plan)
+        else:
+            yield from alone.on_events(plan, self.run(plan))
 
     def settle(self) -> None:
         """Count the pieces that have ended inside chunks in flight (messages, flows,

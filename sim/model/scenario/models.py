@@ -137,6 +137,14 @@ class Network(StrictSection):
     sharing: Literal["maxmin", "rtt_weighted"] = "maxmin"
     sites: dict[str, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
     links: list[SiteLink] = Field(default_factory=list)
+    groups_alone: bool = Field(
+        default=True,
+        description=(
+            "schedule async: time each group of up to 8 members in a compiled loop of its "
+            "own where no other flow can use its links (instants equal the network clock's "
+            "to round-off); false: every flow on the network clock's events"
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_link_per_site_pair(self) -> Network:
