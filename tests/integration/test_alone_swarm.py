@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 import sim
-from sim.core.errors import SimulationError
 from sim.engine.netclock import NetworkClock, alone_groups
 
 RTOL = 1e-9
@@ -49,7 +48,7 @@ def _run(
     changed, takes = alone_groups.AloneGroups.changed, alone_groups.AloneGroups.takes
 
     def counting(groups: Any, peers: np.ndarray, up: bool) -> None:
-        running = {id(g) for p in peers.tolist() for g in groups._of_peer.get(p, ())}
+        running = {key for p in peers.tolist() for key in groups._of_peer.get(p, {})}
         seen["up" if up else "down"] += len(running)
         changed(groups, peers, up)
 
@@ -101,23 +100,39 @@ def test_a_swarm_whose_groups_run_alone_runs_as_on_the_clock(
                 assert mine[column].tolist() == theirs[column].tolist(), (name, column)
 
 
-def test_a_member_back_in_time_for_its_old_groups_flows_stops_the_run_with_one_line() -> None:
+def test_groups_that_share_a_member_run_alone_together_as_on_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A group's flows start 20 s after it assembles (``allreduce_overhead``) and peers
-    come back within a second: a member goes down and back and joins a new group before
-    its old group, running alone, has sent it anything. The two groups' flows would
-    meet on its links, which the loop cannot see: the run stops and names the key that
-    avoids it, and runs with that key off."""
+    come back within a second: a member goes down and back and joins a new group
+    before its old group, running alone, has sent it anything. The two groups then run
+    as one component (their flows meet on its links), and the run is the clock's."""
     data = {
-        "name": "alone-apart", "clock": "network", "schedule": "async",
+        "name": "alone-together", "clock": "network", "schedule": "async",
         "peers": {"count": 8, "upload": "100 Mbit/s", "download": "100 Mbit/s",
                   "latency": "10 ms", "compute": "1 s"},
         "churn": {"model": "exponential", "mtbf": "20 s", "mttr": "1 s"},
         "vector": {"dim": 8, "dtype": "float32", "wire_bytes": "8 MB"},
         "protocol": {"name": "moshpit", "group_size": 2, "grid_dims": 2,
                      "matchmaking_time": 1.0, "allreduce_overhead": 20.0},
-        "stop": {"max_time": 60.0, "target_var": 0}, "metrics": {"every": 60.0},
+        "stop": {"max_time": 120.0, "target_var": 0}, "metrics": {"every": 10.0},
     }  # fmt: skip
-    with pytest.raises(SimulationError, match=r"^network\.groups_alone: expected false"):
-        sim.run(sim.scenario_from_mapping(data), seed=0)
+    joined = [0]
+    merge = alone_groups.AloneGroups._merge
+
+    def merging(groups: Any, comps: list) -> Any:
+        joined[0] += 1
+        return merge(groups, comps)
+
+    monkeypatch.setattr(alone_groups.AloneGroups, "_merge", merging)
+    got = sim.run(sim.scenario_from_mapping(data), seed=0)
+    assert joined[0] > 0
     data["network"] = {"groups_alone": False}
-    assert sim.run(sim.scenario_from_mapping(data), seed=0).summary["messages"] > 0
+    ref = sim.run(sim.scenario_from_mapping(data), seed=0)
+    np.testing.assert_array_equal(got.state.x, ref.state.x)
+    assert got.summary["messages"] == ref.summary["messages"]
+    assert got.summary["groups_run"] == ref.summary["groups_run"]
+    np.testing.assert_allclose(got.metrics["bytes_sent"], ref.metrics["bytes_sent"], rtol=RTOL)
+    np.testing.assert_allclose(
+        got.extra_tables["groups"]["done_s"], ref.extra_tables["groups"]["done_s"], rtol=RTOL
+    )

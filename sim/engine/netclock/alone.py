@@ -78,19 +78,29 @@ class AlonePlan:
     """
 
     def __init__(
-        self, flows: Flows, net: FlowNetwork, t0: float, delay_s: np.ndarray | None = None
+        self,
+        parts: Sequence[tuple[Flows, float]],
+        net: FlowNetwork,
+        delay_s: np.ndarray | None = None,
     ) -> None:
         if net.sharing != "maxmin":
             raise ValueError(f"AlonePlan: sharing {net.sharing!r}: only 'maxmin' runs alone")
+        flows = _joined([part for part, _ in parts])
         n = flows.src.size
+        #: where each part's flows are in the joined arrays (start, stop)
+        self.bounds: list[tuple[int, int]] = []
+        start = 0
+        for part, _ in parts:
+            self.bounds.append((start, start + part.src.size))
+            start += part.src.size
         src = np.asarray(flows.src, dtype=np.int64)
         dst = np.asarray(flows.dst, dtype=np.int64)
-        #: the group's peers (sorted), and each flow's ends among them
+        #: the groups' peers (sorted), and each flow's ends among them
         self.members = members = np.unique(np.r_[src, dst])
         self.src, self.dst = src, dst
         self.local = local = np.full(net.n, -1, dtype=np.int64)
         local[members] = np.arange(members.size)
-        self.t0 = float(t0)
+        self.t0 = float(min(t0 for _, t0 in parts))
         lat, res, cap = _routes(net, src, dst)
         neg = np.full(n, -1, dtype=np.int64)
         opens = neg if flows.opens is None else np.asarray(flows.opens, dtype=np.int64)
@@ -110,7 +120,17 @@ class AlonePlan:
         pred = neg
         if flows.streamed is not None:
             pred = np.where(flows.streamed, np.where(previous >= 0, previous, after), -1)
-        rel_flow, rel_at = _releases(flows, src, waits, after, need, self.t0, delay_s)
+        releases = [
+            _releases(part, src[a:b], waits[a:b], after[a:b] - a * (after[a:b] >= 0),
+                      need[a:b], t0, delay_s)
+            for (part, t0), (a, b) in zip(parts, self.bounds, strict=True)
+        ]  # fmt: skip
+        rel_flow = np.concatenate(
+            [f + a for (f, _), (a, _) in zip(releases, self.bounds, strict=True)]
+        )
+        rel_at = np.concatenate([at for _, at in releases])
+        order = np.argsort(rel_at, kind="stable")  # in time, each part's own order kept
+        rel_flow, rel_at = rel_flow[order].astype(np.int64), rel_at[order]
         timeout = np.full(n, np.inf)
         if flows.timeout_s is not None:
             timeout = np.asarray(flows.timeout_s, dtype=np.float64)
@@ -170,7 +190,45 @@ def run_alone(
     (:class:`AlonePlan`): ``present`` (n_peers,) bool at ``t0``; ``preemptions``:
     (instant, peer) in time order, the members that go down meanwhile."""
     changes = [(at, peer, False) for at, peer in preemptions]
-    return AlonePlan(flows, net, t0, delay_s).run(present, changes)
+    return AlonePlan([(flows, t0)], net, delay_s).run(present, changes)
+
+
+def _joined(parts: Sequence[Flows]) -> Flows:
+    """The flows of several plans as one: each part's gates and flow indices moved past
+    the parts before it."""
+    if len(parts) == 1:
+        return parts[0]
+    columns: dict[str, list[np.ndarray]] = {k: [] for k in (
+        "src", "dst", "nbytes", "opens", "waits", "after", "start_s", "timeout_s", "streamed",
+        "previous")}  # fmt: skip
+    offset, gates = 0, 0
+    for part in parts:
+        n = part.src.size
+        neg = np.full(n, -1, dtype=np.int64)
+        opens = neg if part.opens is None else np.asarray(part.opens, dtype=np.int64)
+        waits = neg if part.waits is None else np.asarray(part.waits, dtype=np.int64)
+        columns["src"].append(np.asarray(part.src, dtype=np.int64))
+        columns["dst"].append(np.asarray(part.dst, dtype=np.int64))
+        columns["nbytes"].append(np.asarray(part.nbytes, dtype=np.float64))
+        columns["opens"].append(np.where(opens >= 0, opens + gates, -1))
+        columns["waits"].append(np.where(waits >= 0, waits + gates, -1))
+        for key in ("after", "previous"):
+            value = getattr(part, key)
+            value = neg if value is None else np.asarray(value, dtype=np.int64)
+            columns[key].append(np.where(value >= 0, value + offset, -1))
+        start = part.start_s
+        columns["start_s"].append(np.zeros(n) if start is None else np.asarray(start, float))
+        timeout = part.timeout_s
+        columns["timeout_s"].append(
+            np.full(n, np.inf) if timeout is None else np.asarray(timeout, float)
+        )
+        streamed = part.streamed
+        columns["streamed"].append(
+            np.zeros(n, bool) if streamed is None else np.asarray(streamed, bool)
+        )
+        offset += n
+        gates += int(max(opens.max(initial=-1), waits.max(initial=-1))) + 1
+    return Flows(**{key: np.concatenate(value) for key, value in columns.items()})
 
 
 def _solver() -> Any:

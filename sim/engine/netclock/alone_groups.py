@@ -1,13 +1,19 @@
-"""The groups of an async swarm run alone (:class:`AloneGroups`): each in one call of
-the compiled loop (:mod:`sim.engine.netclock.alone`) instead of the network clock's
-events, where nothing but the group's own flows can use its members' links.
+"""The groups of an async swarm run alone (:class:`AloneGroups`): in one call of the
+compiled loop (:mod:`sim.engine.netclock.alone`) instead of the network clock's events,
+where nothing but the groups' own flows can use their members' links.
 
 :meth:`~sim.engine.netclock.NetworkClock.run_group` hands a group here when the clock
 has an :class:`AloneGroups` (``schedule: async`` without shared links, rejoin downloads,
-``rtt_weighted`` sharing or a trace: :meth:`AloneGroups.fits`). The group's flows are
-timed at once from its start; its end is a SimPy timeout at that exact instant. When a
-member goes down or comes back before then, the loop runs again from the start with
-that change (it is deterministic: what happened before is unchanged) and the end moves.
+``rtt_weighted`` sharing or a trace: :meth:`AloneGroups.fits`) and
+:meth:`AloneGroups.takes` it. The group's flows are timed at once from its start; its
+end is a SimPy timeout at that exact instant. When a member goes down or comes back
+before then, the loop runs again from the start with that change (it is deterministic:
+what happened before is unchanged) and the end moves. A member lost to a group and
+back before that group ended may join a new group while the old one still has flows
+for it: the two groups then run as one *component*, in one loop from the first one's
+start, whose flows share that member's links (the first group's past is unchanged:
+the second's flows start later).
+
 What the flows did reaches the network's counters as time passes: at each
 :meth:`settle` (before the counters are read) the sends and ends up to now are counted
 (:meth:`~sim.network.FlowNetwork.count_elsewhere`), and the bytes of the flows in
@@ -20,7 +26,6 @@ bit (:mod:`sim.engine.netclock.alone`; docs/design.md, stop 38).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Generator
 from functools import partial
 from typing import Any
@@ -28,7 +33,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from protocols.contract import GroupPlan
+from protocols.contract import Flows, GroupPlan
 from sim.core.errors import SimulationError
 from sim.engine.netclock.alone import DELIVERED, FAILED, REFUSED, TIMED_OUT, AlonePlan, AloneRun
 from sim.network import FlowNetwork
@@ -37,23 +42,64 @@ from sim.network.flows import timeout_at
 _ENDED = np.array([DELIVERED, FAILED, TIMED_OUT], dtype=np.int8)
 
 
-class _Running:
-    """One group running alone: its prepared flows, presence at the start and changes
-    since, the run they give, what of it is counted, and its end."""
+class _Part:
+    """One group of a component: its plan, flows, start, component, where its flows are
+    in the component's arrays, and its end."""
 
-    __slots__ = ("alone", "changes", "end", "ends_counted", "partial", "present", "run",
+    __slots__ = ("comp", "end", "flows", "plan", "span", "t0")
+
+    def __init__(self, plan: GroupPlan, flows: Flows, t0: float, end: simpy.Event) -> None:
+        self.plan, self.flows, self.t0, self.end = plan, flows, t0, end
+        self.span = (0, 0)
+        self.comp: _Component | None = None
+
+
+class _Component:
+    """Groups running alone together (one, unless a member joined a second before the
+    first ended): the loop over their flows, presence at the start and changes since,
+    the run they give, what of it is counted, and each group's end."""
+
+    __slots__ = ("alone", "changes", "ends_counted", "partial", "parts", "present", "run",
                  "sends_counted", "version")  # fmt: skip
 
-    def __init__(self, alone: AlonePlan, present: np.ndarray, end: simpy.Event) -> None:
-        self.alone, self.present, self.end = alone, present, end
+    def __init__(self) -> None:
+        self.parts: list[_Part] = []
         self.changes: list[tuple[float, int, bool]] = []
-        self.run: AloneRun = alone.run(present)
-        n = alone.nbytes.size
-        self.sends_counted = np.zeros(n, dtype=bool)
-        self.ends_counted = np.zeros(n, dtype=bool)
+        self.present = np.zeros(0, dtype=bool)
+        self.sends_counted = np.zeros(0, dtype=bool)
+        self.ends_counted = np.zeros(0, dtype=bool)
         self.version = 0
+        self.alone: AlonePlan
+        self.run: AloneRun
         #: (instant, version, run up to that instant): the last progress asked for
         self.partial: tuple[float, int, AloneRun] | None = None
+
+    def add(self, part: _Part, present: np.ndarray, net: FlowNetwork, delay_s: Any) -> None:
+        """Join ``part`` (``present``: who is present now) and run the loop again. Its
+        peers new to the component have no flow before now: their presence now is their
+        presence at the component's start, for the loop."""
+        if not self.parts:
+            self.present = present.copy()
+        else:
+            known = np.zeros(present.size, dtype=bool)
+            for old in self.parts:
+                known[old.flows.src] = True
+                known[old.flows.dst] = True
+            peers = np.unique(np.r_[part.flows.src, part.flows.dst])
+            new = peers[~known[peers]]
+            self.present[new] = present[new]
+        self.parts.append(part)
+        n = part.flows.src.size
+        self.sends_counted = np.r_[self.sends_counted, np.zeros(n, dtype=bool)]
+        self.ends_counted = np.r_[self.ends_counted, np.zeros(n, dtype=bool)]
+        self.alone = AlonePlan([(p.flows, p.t0) for p in self.parts], net, delay_s)
+        for p, span in zip(self.parts, self.alone.bounds, strict=True):
+            p.span, p.comp = span, self
+        self.rerun()
+
+    def rerun(self) -> None:
+        """The loop again, from the start, with every change so far."""
+        self.run = self.alone.run(self.present, self.changes)
 
 
 class AloneGroups:
@@ -69,9 +115,9 @@ class AloneGroups:
         (n_peers,) straggler delays (roots without ``start_s``).
     """
 
-    #: Groups of more members stay on the clock's events: a member's preemption runs the
-    #: loop again from the group's start, which costs more than the clock's chunks save
-    #: on a large group's many flows (docs/design.md, stop 38).
+    #: Larger groups stay on the clock's events: a member's preemption runs the loop
+    #: again from the group's start, which costs more than the clock's chunks save on a
+    #: large group's many flows (docs/design.md, stop 38).
     MAX_MEMBERS = 8
 
     def __init__(
@@ -84,8 +130,9 @@ class AloneGroups:
     ) -> None:
         self.env, self.net, self.present = env, net, present
         self.counters, self.delay_s = counters, delay_s
-        self._running: dict[int, _Running] = {}  # by id, in start order
-        self._of_peer: dict[int, list[_Running]] = {}
+        self._running: dict[int, _Component] = {}  # by id, in start order
+        #: the running components each peer is in (it may have flows left in an old one)
+        self._of_peer: dict[int, dict[int, _Component]] = {}
         #: the peers in groups running on the clock's events, and in how many
         self._events: dict[int, int] = {}
         net.elsewhere.append(self._progress)
@@ -102,18 +149,34 @@ class AloneGroups:
         )  # fmt: skip
 
     def takes(self, plan: GroupPlan) -> bool:
-        """Whether the group runs alone: at most :attr:`MAX_MEMBERS` members, none of
+        """Whether the group runs alone: a member has flows left in a component running
+        alone (it joins it), or else it has at most :attr:`MAX_MEMBERS` members, none of
         them in a group still running on the clock's events (lost to it and back),
         whose flows could meet its own there."""
-        return plan.members.size <= self.MAX_MEMBERS and not any(
-            m in self._events for m in plan.members.tolist()
-        )
+        members = plan.members.tolist()
+        if self._sharing(members):
+            return True
+        return len(members) <= self.MAX_MEMBERS and not any(m in self._events for m in members)
+
+    def _sharing(self, members: list[int]) -> list[_Component]:
+        """The components running alone in which one of ``members`` has a flow on its
+        links after now (a group with it must run with them)."""
+        now = float(self.env.now)
+        found: dict[int, _Component] = {}
+        for peer in members:
+            for key, comp in self._of_peer.get(peer, {}).items():
+                if key in found:
+                    continue
+                run, alone = comp.run, comp.alone
+                mine = (alone.src == peer) | (alone.dst == peer)
+                if (mine & np.isin(run.outcome, _ENDED) & (run.end_at > now)).any():
+                    found[key] = comp
+        return list(found.values())
 
     def on_events(self, plan: GroupPlan, body: Generator[Any, Any, None]) -> Generator:
         """A SimPy process body: ``body``, the clock's run of a group it keeps on its
         events, with its members noted meanwhile (:meth:`takes`)."""
         members = plan.members.tolist()
-        self._apart(members)
         events = self._events
         for m in members:
             events[m] = events.get(m, 0) + 1
@@ -125,33 +188,6 @@ class AloneGroups:
             else:
                 del events[m]
 
-    def _apart(self, members: list[int]) -> None:
-        """A new group of ``members`` starts now: none of them may still have a flow on
-        its links in a group running alone (:meth:`_check`)."""
-        now = float(self.env.now)
-        for peer in members:
-            for group in self._of_peer.get(peer, ()):
-                self._check(group, peer, now)
-
-    def _check(self, group: _Running, peer: int, now: float) -> None:
-        """:class:`~sim.core.errors.SimulationError` where ``peer``, in another group too,
-        has a flow of ``group`` on its links after ``now``: the other group's flows would
-        meet it unseen (to run it, ``network.groups_alone: false``). A
-        member's flows in a group end when it goes down (in flight: failed; the pieces
-        after them: broken; sends while it is away: refused), so this needs a flow of it
-        sent there after it came back (a start or ``allreduce_overhead`` later than its
-        absence); rather than a wrong run."""
-        run, alone = group.run, group.alone
-        mine = (alone.src == peer) | (alone.dst == peer)
-        moving = mine & np.isin(run.outcome, _ENDED) & (run.end_at > now)
-        if moving.any():
-            raise SimulationError(  # one argument: SimPy re-raises it from its args
-                "network.groups_alone: expected false for this scenario (at "
-                f"{now:.6g} s peer {peer} joins a group while a group running alone still "
-                f"has {int(moving.sum())} of its flows to send to or from it: lost to that "
-                "group and back before its end), got true"
-            )
-
     def run(self, plan: GroupPlan) -> Generator[simpy.Event, Any, None]:
         """A SimPy process body: run the group's flows alone, return when all have
         ended, with ``plan.delivered`` and ``plan.timed_out`` filled."""
@@ -161,65 +197,122 @@ class AloneGroups:
             plan.timed_out = np.zeros(0, dtype=bool)
             return
         env = self.env
-        self._apart(plan.members.tolist())
-        alone = AlonePlan(flows, self.net, float(env.now), self.delay_s)
-        group = _Running(alone, self.present.copy(), env.event())
-        self._running[id(group)] = group
-        for peer in alone.members.tolist():
-            self._of_peer.setdefault(peer, []).append(group)
-        self._arm(group)
-        yield group.end  # (a run that ends first leaves it running: settle counts it)
-        self._count(group, math.inf)
-        del self._running[id(group)]
-        for peer in alone.members.tolist():
-            groups = self._of_peer[peer]
-            groups.remove(group)
-            if not groups:
+        members = plan.members.tolist()
+        if any(m in self._events for m in members):
+            self._refuse(members)
+        part = _Part(plan, flows, float(env.now), env.event())
+        joined = self._sharing(members)
+        comp = self._merge(joined) if joined else _Component()
+        comp.add(part, self.present, self.net, self.delay_s)
+        self._running.pop(id(comp), None)
+        self._running[id(comp)] = comp  # last: in order of their latest group
+        for peer in comp.alone.members.tolist():
+            self._of_peer.setdefault(peer, {})[id(comp)] = comp
+        self._arm(comp)
+        yield part.end  # (a run that ends first leaves it running: settle counts it)
+        current = part.comp  # (it may have joined another since)
+        assert current is not None
+        comp = current
+        self._count(comp, float(env.now))
+        if all(p.end.triggered for p in comp.parts):
+            del self._running[id(comp)]
+            self._forget(comp)
+        a, b = part.span
+        plan.delivered = comp.run.delivered[a:b]
+        plan.timed_out = comp.run.timed_out[a:b]
+
+    def _merge(self, comps: list[_Component]) -> _Component:
+        """One component of ``comps``' groups, by start (the loop is built by
+        :meth:`_Component.add`, with the group that joins them)."""
+        if len(comps) == 1:
+            return comps[0]
+        merged = _Component()
+        parts = sorted((p for c in comps for p in c.parts), key=lambda p: p.t0)
+        first = next(c for c in comps if parts[0] in c.parts)
+        present = first.present.copy()
+        for comp in comps:  # each peer's presence at its component's start
+            if comp is not first:
+                peers = comp.alone.members
+                present[peers] = comp.present[peers]
+        merged.present = present
+        merged.changes = sorted({c for comp in comps for c in comp.changes}, key=lambda c: c[0])
+        sends, ends = [], []
+        for p in parts:
+            assert p.comp is not None
+            a, b = p.span
+            sends.append(p.comp.sends_counted[a:b])
+            ends.append(p.comp.ends_counted[a:b])
+        merged.parts = parts
+        merged.sends_counted, merged.ends_counted = np.concatenate(sends), np.concatenate(ends)
+        for comp in comps:
+            comp.version += 1  # their end timeouts are void
+            del self._running[id(comp)]
+            self._forget(comp)
+        return merged
+
+    def _forget(self, comp: _Component) -> None:
+        """``comp`` runs no more (ended, or joined another): off its peers' lists."""
+        for peer in comp.alone.members.tolist():
+            comps = self._of_peer[peer]
+            del comps[id(comp)]
+            if not comps:
                 del self._of_peer[peer]
-        plan.delivered = group.run.delivered
-        plan.timed_out = group.run.timed_out
+
+    def _refuse(self, members: list[int]) -> None:
+        """A group with a member in a group on the clock's events cannot run alone; if
+        it must (a member has flows left in a component alone), the two cannot be
+        timed together: stop the run with one line rather than run it wrong."""
+        now = float(self.env.now)
+        for comp in self._sharing(members):
+            raise SimulationError(  # one argument: SimPy re-raises it from its args
+                "network.groups_alone: expected false for this scenario (at "
+                f"{now:.6g} s a group has members still in a group on the network clock's "
+                f"events and in {len(comp.parts)} running alone), got true"
+            )
 
     def changed(self, peers: np.ndarray, up: bool) -> None:
-        """``peers`` went down (or came back) now: the groups they are in run again
+        """``peers`` went down (or came back) now: the components they are in run again
         from their start with that change."""
-        touched: dict[int, _Running] = {}
+        touched: dict[int, _Component] = {}
         for peer in peers.tolist():
-            for group in self._of_peer.get(peer, ()):
-                touched[id(group)] = group
+            touched.update(self._of_peer.get(peer, {}))
         if not touched:
             return
         now = float(self.env.now)
         mine = set(peers.tolist())
-        for key, group in self._running.items():  # in start order
-            if key not in touched or group.end.triggered:
+        for key, comp in self._running.items():  # in start order
+            if key not in touched:
                 continue
-            for peer in group.alone.members.tolist():
+            for peer in comp.alone.members.tolist():
                 if peer in mine:
-                    group.changes.append((now, peer, up))
-            group.run = group.alone.run(group.present, group.changes)
-            self._arm(group)
-            for peer in group.alone.members.tolist():  # in another group too: apart?
-                if peer in self._events or len(self._of_peer[peer]) > 1:
-                    self._check(group, peer, now)
+                    comp.changes.append((now, peer, up))
+            comp.rerun()
+            self._arm(comp)
 
     def settle(self) -> None:
         """Count what the running groups' flows did up to now (sends, ends)."""
         now = float(self.env.now)
-        for group in self._running.values():
-            self._count(group, now)
+        for comp in self._running.values():
+            self._count(comp, now)
 
-    def _arm(self, group: _Running) -> None:
-        """The group's end: a timeout at the loop's instant (an earlier one is void)."""
-        group.version += 1
-        timer = timeout_at(self.env, group.run.done_at)
-        timer.callbacks.append(partial(self._ended, group, group.version))
+    def _arm(self, comp: _Component) -> None:
+        """Each group's end not yet reached: a timeout at the instant its last flow ends
+        (an earlier one is void)."""
+        comp.version += 1
+        end_at = comp.run.end_at
+        for part in comp.parts:
+            if part.end.triggered:
+                continue
+            a, b = part.span
+            timer = timeout_at(self.env, float(end_at[a:b].max()))
+            timer.callbacks.append(partial(self._ended, comp, part, comp.version))
 
     @staticmethod
-    def _ended(group: _Running, version: int, _event: Any) -> None:
-        if version == group.version and not group.end.triggered:
-            group.end.succeed()
+    def _ended(comp: _Component, part: _Part, version: int, _event: Any) -> None:
+        if version == comp.version and not part.end.triggered:
+            part.end.succeed()
 
-    def _count(self, group: _Running, until: float) -> None:
+    def _count(self, group: _Component, until: float) -> None:
         """Count the group's sends and ends up to ``until`` not counted yet."""
         run, counters = group.run, self.counters
         sent = np.flatnonzero(~group.sends_counted & (run.sent_at <= until))
