@@ -49,7 +49,8 @@ class _Part:
     __slots__ = ("comp", "end", "flows", "plan", "span", "t0")
 
     def __init__(self, plan: GroupPlan, flows: Flows, t0: float, end: simpy.Event) -> None:
-        self.plan, self.flows, self.t0, self.end = plan, flows, t0, end
+        self.plan: GroupPlan | None = plan
+        self.flows, self.t0, self.end = flows, t0, end
         self.span = (0, 0)
         self.comp: _Component | None = None
 
@@ -60,7 +61,7 @@ class _Component:
     the run they give, what of it is counted, and each group's end."""
 
     __slots__ = ("alone", "changes", "ends_counted", "partial", "parts", "present", "run",
-                 "sends_counted", "version")  # fmt: skip
+                 "sends_counted", "version", "waiting")  # fmt: skip
 
     def __init__(self) -> None:
         self.parts: list[_Part] = []
@@ -69,6 +70,8 @@ class _Component:
         self.sends_counted = np.zeros(0, dtype=bool)
         self.ends_counted = np.zeros(0, dtype=bool)
         self.version = 0
+        #: groups whose process has not yet seen their end
+        self.waiting = 0
         self.alone: AlonePlan
         self.run: AloneRun
         #: (instant, version, run up to that instant): the last progress asked for
@@ -89,6 +92,7 @@ class _Component:
             new = peers[~known[peers]]
             self.present[new] = present[new]
         self.parts.append(part)
+        self.waiting += 1
         n = part.flows.src.size
         self.sends_counted = np.r_[self.sends_counted, np.zeros(n, dtype=bool)]
         self.ends_counted = np.r_[self.ends_counted, np.zeros(n, dtype=bool)]
@@ -214,9 +218,13 @@ class AloneGroups:
         assert current is not None
         comp = current
         self._count(comp, float(env.now))
-        if all(p.end.triggered for p in comp.parts):
+        part.plan = None  # the group settles from here on; the component keeps its flows
+        comp.waiting -= 1
+        if comp.waiting == 0:  # every group of it has ended, and been told
             del self._running[id(comp)]
             self._forget(comp)
+            for p in comp.parts:  # no cycle left to wait for the collector
+                p.comp = None
         a, b = part.span
         plan.delivered = comp.run.delivered[a:b]
         plan.timed_out = comp.run.timed_out[a:b]
@@ -243,6 +251,7 @@ class AloneGroups:
             sends.append(p.comp.sends_counted[a:b])
             ends.append(p.comp.ends_counted[a:b])
         merged.parts = parts
+        merged.waiting = sum(comp.waiting for comp in comps)
         merged.sends_counted, merged.ends_counted = np.concatenate(sends), np.concatenate(ends)
         for comp in comps:
             comp.version += 1  # their end timeouts are void
