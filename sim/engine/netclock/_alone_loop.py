@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 #: A flow whose remaining bytes fall to this fraction of its size counts as complete
-#: (:data:`sim.network.maxmin.REL_EPS`; ``tests/unit/test_alone.py`` checks they agree).
+#: (:data:`sim.network.maxmin.REL_EPS`; ``tests/property/test_alone_loop.py`` checks they agree).
 REL_EPS = 1e-12
 
 # phases of a flow
