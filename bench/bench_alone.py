@@ -15,14 +15,12 @@ import sys
 import time
 from typing import Any
 
-import numpy as np
 import simpy
 
 import sim
 from bench import bench_r1
-from protocols.contract import GroupPlan
-from sim.engine.netclock import NetworkClock
 from sim.engine.netclock.alone import run_alone
+from sim.engine.netclock.replay import on_the_clock, recorded_groups
 from sim.network import FlowNetwork
 
 PEERS, SECONDS = 256, 600.0
@@ -31,33 +29,7 @@ FIRST_S, LATE_S = 100.0, 300.0
 
 def groups(peers: int, seconds: float) -> tuple[tuple[Any, ...], list[dict[str, Any]]]:
     """The run's links and every group it ran to its end (start, flows, presence)."""
-    links: list[tuple[Any, ...]] = []
-    found: list[dict[str, Any]] = []
-    net_init, clock_run = FlowNetwork.__init__, NetworkClock.run
-
-    def network_init(net: Any, env: Any, *args: Any) -> None:
-        links.append(args)
-        net_init(net, env, *args)
-
-    def run(clock: Any, plan: Any, idle_s: float = 0.0) -> Any:
-        flows = plan.flows()
-        plan.flows = lambda: flows
-        group = {"t0": clock.env.now, "flows": flows, "present": clock.present.copy()}
-        yield from clock_run(clock, plan, idle_s)
-        found.append(group)
-
-    FlowNetwork.__init__, NetworkClock.run = network_init, run  # type: ignore[method-assign]
-    NetworkClock.groups_alone = False  # every group through run()
-    try:
-        sim.run(bench_r1.scenario(peers, seconds), seed=0)
-    finally:
-        FlowNetwork.__init__, NetworkClock.run = net_init, clock_run  # type: ignore[method-assign]
-        NetworkClock.groups_alone = True
-    return links[0], found
-
-
-def _never(state: Any, lost: np.ndarray) -> np.ndarray:
-    raise AssertionError("not settled here")
+    return recorded_groups(lambda: sim.run(bench_r1.scenario(peers, seconds), seed=0))
 
 
 def per_message(links: tuple[Any, ...], chosen: list[dict[str, Any]]) -> tuple[float, float]:
@@ -70,12 +42,8 @@ def per_message(links: tuple[Any, ...], chosen: list[dict[str, Any]]) -> tuple[f
     alone = (time.perf_counter() - start) / messages
     start, messages = time.perf_counter(), 0
     for group in chosen:
-        env = simpy.Environment(initial_time=group["t0"])
-        clock = NetworkClock(env, FlowNetwork(env, *links), group["present"].copy(),
-                             np.zeros(group["present"].size))  # fmt: skip
-        plan = GroupPlan(np.zeros(0, dtype=np.intp), _never, lambda g=group: g["flows"])
-        env.run(env.process(clock.run(plan)))
-        messages += clock.messages
+        ran = on_the_clock(links, group["flows"], group["t0"], group["present"], pieces=False)
+        messages += ran["messages"]
     return (time.perf_counter() - start) / messages, alone
 
 

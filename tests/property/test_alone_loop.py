@@ -13,7 +13,6 @@ numba give the same floats.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -22,9 +21,10 @@ import pytest
 import simpy
 from hypothesis import HealthCheck, assume, given, settings
 
-from protocols.contract import Flows, GroupPlan
-from sim.engine.netclock import NetworkClock, _alone_loop
+from protocols.contract import Flows
+from sim.engine.netclock import _alone_loop
 from sim.engine.netclock.alone import run_alone
+from sim.engine.netclock.replay import on_the_clock
 from sim.network import FlowNetwork, compiled
 from sim.network.maxmin import REL_EPS
 from tests.strategies import group_flow_plans
@@ -38,54 +38,21 @@ def _flows(plan: dict[str, Any]) -> Flows:
     return Flows(**{k: plan[k] for k in keys})
 
 
-def _network(env: simpy.Environment, plan: dict[str, Any]) -> FlowNetwork:
-    return FlowNetwork(env, np.array(plan["up"]), np.array(plan["down"]),
-                       np.array(plan["latency"]), solver="general")  # fmt: skip
-
-
-def _preempt(clock: NetworkClock, peer: int, _event: Any) -> None:
-    clock.preempt(np.array([peer]))
-
-
-def _never(state: Any, lost: np.ndarray) -> np.ndarray:
-    raise AssertionError("not settled here")
+def _net_args(plan: dict[str, Any]) -> tuple[Any, ...]:
+    """The group's links: ``FlowNetwork``'s arguments after the environment."""
+    return (np.array(plan["up"]), np.array(plan["down"]), np.array(plan["latency"]),
+            "maxmin", None, "general")  # fmt: skip
 
 
 def _piece_by_piece(plan: dict[str, Any]) -> dict[str, Any]:
     """The network clock's run of the plan, a flow per piece, every flow recorded."""
     t0 = plan["t0"]
-    env = simpy.Environment(initial_time=t0)
-    net = _network(env, plan)
-    clock = NetworkClock(env, net, plan["present"].copy(), np.zeros(len(plan["up"])))
-    clock.streams = False
-    sent: list[Any] = []
-    raw = net.send
-
-    def send(*args: Any, **kwargs: Any) -> Any:
-        flow = raw(*args, **kwargs)
-        sent.append(flow)
-        return flow
-
-    net.send = send  # type: ignore[method-assign]
-    for at, peer in plan["preemptions"]:
-        timer = env.timeout(at)
-        timer.callbacks.append(functools.partial(_preempt, clock, peer))
-    flows = _flows(plan)
-    group = GroupPlan(np.zeros(0, dtype=np.intp), _never, lambda: flows)
-    env.run(env.process(clock.run(group)))
-    n = flows.src.size
-    sent_at, end_at = np.full(n, math.nan), np.full(n, math.nan)
-    for flow in sent:
-        sent_at[flow.tag], end_at[flow.tag] = flow.start_s, flow.end_s
-    return {
-        "done": env.now, "delivered": group.delivered, "timed_out": group.timed_out,
-        "messages": clock.messages, "refused": clock.failed_messages,
-        "sent_at": sent_at, "end_at": end_at,
-    }  # fmt: skip
+    preemptions = [(t0 + at, peer) for at, peer in plan["preemptions"]]
+    return on_the_clock(_net_args(plan), _flows(plan), t0, plan["present"], True, preemptions)
 
 
 def _alone(plan: dict[str, Any]) -> Any:
-    net = _network(simpy.Environment(), plan)
+    net = FlowNetwork(simpy.Environment(), *_net_args(plan))
     t0 = plan["t0"]
     return run_alone(_flows(plan), net, plan["present"], t0,
                      preemptions=[(t0 + at, p) for at, p in plan["preemptions"]])  # fmt: skip
@@ -115,7 +82,7 @@ def test_a_group_alone_runs_as_the_network_clock_piece_by_piece(plan: dict[str, 
     np.testing.assert_array_equal(got.delivered, ref["delivered"])
     np.testing.assert_array_equal(got.timed_out, ref["timed_out"])
     assert (got.messages, got.refused) == (ref["messages"], ref["refused"])
-    assert math.isclose(got.done_at, ref["done"], rel_tol=RTOL, abs_tol=0.0)
+    assert math.isclose(got.done_at, ref["end"], rel_tol=RTOL, abs_tol=0.0)
     networked = np.isfinite(ref["sent_at"])  # sent as a flow: not refused, not broken
     assert np.array_equal(networked, np.isin(got.outcome, (1, 2, 3)))
     _close(got.sent_at, ref["sent_at"], networked)
