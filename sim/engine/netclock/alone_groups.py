@@ -96,6 +96,10 @@ class _Component:
         n = part.flows.src.size
         self.sends_counted = np.r_[self.sends_counted, np.zeros(n, dtype=bool)]
         self.ends_counted = np.r_[self.ends_counted, np.zeros(n, dtype=bool)]
+        self.build(net, delay_s)
+
+    def build(self, net: FlowNetwork, delay_s: Any) -> None:
+        """The loop over the groups' flows, and its run."""
         self.alone = AlonePlan([(p.flows, p.t0) for p in self.parts], net, delay_s)
         for p, span in zip(self.parts, self.alone.bounds, strict=True):
             p.span, p.comp = span, self
@@ -297,6 +301,41 @@ class AloneGroups:
                     comp.changes.append((now, peer, up))
             comp.rerun()
             self._arm(comp)
+        for comp in list(touched.values()):
+            if id(comp) in self._running:
+                self._join_if_shared(comp, now)
+
+    def _join_if_shared(self, comp: _Component, now: float) -> None:
+        """After ``comp`` ran again: a member of it that joined a group elsewhere once its
+        flows in ``comp`` had ended may have flows there again (the return of another
+        member lets one through). The components then run as one (their pasts did not
+        meet on its links, so the joint run repeats them); with a group on the clock's
+        events, the run stops with one line rather than run two groups' flows on its
+        links unseen by each other."""
+        run, alone = comp.run, comp.alone
+        others: dict[int, _Component] = {}
+        for peer in alone.members.tolist():
+            elsewhere = len(self._of_peer[peer]) > 1 or peer in self._events
+            if not elsewhere:
+                continue
+            mine = (alone.src == peer) | (alone.dst == peer)
+            if not (mine & np.isin(run.outcome, _ENDED) & (run.end_at > now)).any():
+                continue
+            if peer in self._events:
+                raise SimulationError(  # one argument: SimPy re-raises it from its args
+                    "network.groups_alone: expected false for this scenario (at "
+                    f"{now:.6g} s a group running alone would send to or from peer {peer}, "
+                    "which is in a group on the network clock's events by now), got true"
+                )
+            others.update((k, c) for k, c in self._of_peer[peer].items() if c is not comp)
+        if not others:
+            return
+        merged = self._merge([comp, *others.values()])
+        merged.build(self.net, self.delay_s)
+        self._running[id(merged)] = merged
+        for peer in merged.alone.members.tolist():
+            self._of_peer.setdefault(peer, {})[id(merged)] = merged
+        self._arm(merged)
 
     def settle(self) -> None:
         """Count what the running groups' flows did up to now (sends, ends)."""
