@@ -240,12 +240,11 @@ class AloneGroups:
             return comps[0]
         merged = _Component()
         parts = sorted((p for c in comps for p in c.parts), key=lambda p: p.t0)
-        first = next(c for c in comps if parts[0] in c.parts)
-        present = first.present.copy()
-        for comp in comps:  # each peer's presence at its component's start
-            if comp is not first:
-                peers = comp.alone.members
-                present[peers] = comp.present[peers]
+        by_start = sorted(comps, key=lambda c: min(p.t0 for p in c.parts), reverse=True)
+        present = by_start[0].present.copy()
+        for comp in by_start:  # each peer's presence at the start of its first component
+            peers = comp.alone.members
+            present[peers] = comp.present[peers]
         merged.present = present
         merged.changes = sorted({c for comp in comps for c in comp.changes}, key=lambda c: c[0])
         sends, ends = [], []
