@@ -27,6 +27,7 @@ import numpy as np
 from protocols.contract import Flows
 from sim.core.optional import optional_module
 from sim.engine.netclock import _alone_loop
+from sim.engine.netclock.round_state import listing
 from sim.network import FlowNetwork
 
 #: outcomes of a flow (:attr:`AloneRun.outcome`)
@@ -260,10 +261,9 @@ def _routes(net: FlowNetwork, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndar
 
 
 def _lists(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
-    """The flows listing each key (CSR: ``idx[ptr[k]:ptr[k + 1]]``), in flow order."""
-    listed = np.flatnonzero(keys >= 0)
-    order = listed[np.argsort(keys[listed], kind="stable")]
-    ptr = np.searchsorted(keys[order], np.arange(n_keys + 1))
+    """The flows listing each key (CSR: ``idx[ptr[k]:ptr[k + 1]]``, in flow order), as
+    the loop takes them (:func:`~sim.engine.netclock.round_state.listing`)."""
+    order, ptr = listing(keys, n_keys)
     return ptr.astype(np.int64), order.astype(np.int64)
 
 

@@ -46,10 +46,9 @@ class _Part:
     """One group of a component: its plan, flows, start, component, where its flows are
     in the component's arrays, and its end."""
 
-    __slots__ = ("comp", "end", "flows", "plan", "span", "t0")
+    __slots__ = ("comp", "end", "flows", "span", "t0")
 
-    def __init__(self, plan: GroupPlan, flows: Flows, t0: float, end: simpy.Event) -> None:
-        self.plan: GroupPlan | None = plan
+    def __init__(self, flows: Flows, t0: float, end: simpy.Event) -> None:
         self.flows, self.t0, self.end = flows, t0, end
         self.span = (0, 0)
         self.comp: _Component | None = None
@@ -173,11 +172,7 @@ class AloneGroups:
         found: dict[int, _Component] = {}
         for peer in members:
             for key, comp in self._of_peer.get(peer, {}).items():
-                if key in found:
-                    continue
-                run, alone = comp.run, comp.alone
-                mine = (alone.src == peer) | (alone.dst == peer)
-                if (mine & np.isin(run.outcome, _ENDED) & (run.end_at > now)).any():
+                if key not in found and _sends_after(comp, peer, now):
                     found[key] = comp
         return list(found.values())
 
@@ -208,7 +203,7 @@ class AloneGroups:
         members = plan.members.tolist()
         if any(m in self._events for m in members):
             self._refuse(members)
-        part = _Part(plan, flows, float(env.now), env.event())
+        part = _Part(flows, float(env.now), env.event())
         joined = self._sharing(members)
         comp = self._merge(joined) if joined else _Component()
         comp.add(part, self.present, self.net, self.delay_s)
@@ -222,7 +217,6 @@ class AloneGroups:
         assert current is not None
         comp = current
         self._count(comp, float(env.now))
-        part.plan = None  # the group settles from here on; the component keeps its flows
         comp.waiting -= 1
         if comp.waiting == 0:  # every group of it has ended, and been told
             del self._running[id(comp)]
@@ -311,14 +305,10 @@ class AloneGroups:
         meet on its links, so the joint run repeats them); with a group on the clock's
         events, the run stops with one line rather than run two groups' flows on its
         links unseen by each other."""
-        run, alone = comp.run, comp.alone
         others: dict[int, _Component] = {}
-        for peer in alone.members.tolist():
+        for peer in comp.alone.members.tolist():
             elsewhere = len(self._of_peer[peer]) > 1 or peer in self._events
-            if not elsewhere:
-                continue
-            mine = (alone.src == peer) | (alone.dst == peer)
-            if not (mine & np.isin(run.outcome, _ENDED) & (run.end_at > now)).any():
+            if not elsewhere or not _sends_after(comp, peer, now):
                 continue
             if peer in self._events:
                 raise SimulationError(  # one argument: SimPy re-raises it from its args
@@ -403,3 +393,11 @@ class AloneGroups:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, np.zeros(0)
         return np.concatenate(src), np.concatenate(dst), np.concatenate(moved)
+
+
+def _sends_after(comp: _Component, peer: int, now: float) -> bool:
+    """Whether a flow of ``comp`` uses ``peer``'s links after ``now`` (sent, not refused,
+    ending later)."""
+    run, alone = comp.run, comp.alone
+    mine = (alone.src == peer) | (alone.dst == peer)
+    return bool((mine & np.isin(run.outcome, _ENDED) & (run.end_at > now)).any())

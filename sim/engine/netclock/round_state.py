@@ -534,15 +534,20 @@ class _Index:
     """The flows listing each key (a gate, a flow) in ``keys``, as lists (CSR)."""
 
     def __init__(self, keys: np.ndarray, n_keys: int) -> None:
-        listed = np.flatnonzero(keys >= 0)
-        order = listed[np.argsort(keys[listed], kind="stable")]
-        bounds = np.searchsorted(keys[order], np.arange(n_keys + 1))
         #: the flows listing key k are ``order[bounds[k] : bounds[k + 1]]`` (arrays:
         #: no int object per flow)
-        self.order, self.bounds = order, bounds
+        self.order, self.bounds = listing(keys, n_keys)
 
     def of(self, key: int) -> list[int]:
         """Flows listing ``key``, in flow order."""
         bounds = self.bounds
         start, stop = bounds.item(key), bounds.item(key + 1)
         return self.order[start:stop].tolist() if start < stop else []
+
+
+def listing(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """The flows listing each key k of ``keys`` (-1: none) as CSR: (order, bounds), the
+    flows of key k ``order[bounds[k] : bounds[k + 1]]``, in flow order."""
+    listed = np.flatnonzero(keys >= 0)
+    order = listed[np.argsort(keys[listed], kind="stable")]
+    return order, np.searchsorted(keys[order], np.arange(n_keys + 1))
