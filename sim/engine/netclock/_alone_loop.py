@@ -39,12 +39,18 @@ _ENTRY_ENDS, _COMPLETIONS, _LATENCY_ENDS, _RELEASES, _REFUSALS, _TIMEOUTS, _PREE
 def rerate(
     now: float, act: Any, nact: int, phase: Any, res: Any, cap: Any, rem: Any, rate: Any,
     t_last: Any, finish: Any, left: Any, count: Any, listed: Any, frozen: Any, new: Any,
+    ptr: Any, fill: Any, on: Any,
 ) -> None:  # fmt: skip
     """Max-min fair rates of the flows in their bandwidth phase (progressive filling:
     the resource with the smallest fair share, ties to the lowest index, freezes its
     flows), and, for each flow whose rate changes, its bytes advanced to ``now`` and its
-    finish recomputed (:class:`~sim.network.general.GeneralCore`'s arithmetic)."""
-    for r in range(cap.size):
+    finish recomputed (:class:`~sim.network.general.GeneralCore`'s arithmetic).
+
+    Each resource lists its flows (CSR ``on[ptr[r]:ptr[r + 1]]``, positions in send
+    order, ``fill`` the cursor), so a step touches only the flows it freezes: O(R² + F)
+    for R resources and F flows, not O(R·F)."""
+    n_res, width = cap.size, res.shape[1]
+    for r in range(n_res):
         left[r] = cap[r]
         count[r] = 0
     nb = 0
@@ -54,35 +60,42 @@ def rerate(
             listed[nb] = i
             frozen[nb] = False
             nb += 1
-            for w in range(res.shape[1]):
+            for w in range(width):
                 r = res[i, w]
                 if r >= 0:
                     count[r] += 1
+    ptr[0] = 0
+    for r in range(n_res):
+        ptr[r + 1] = ptr[r] + count[r]
+        fill[r] = ptr[r]
+    for k in range(nb):
+        i = listed[k]
+        for w in range(width):
+            r = res[i, w]
+            if r >= 0:
+                on[fill[r]] = k
+                fill[r] += 1
     todo = nb
     while todo > 0:
         best, share = -1, math.inf
-        for r in range(cap.size):
+        for r in range(n_res):
             if count[r] > 0:
                 s = max(left[r], 0.0) / count[r]
                 if s < share:
                     best, share = r, s
-        for k in range(nb):
+        for b in range(ptr[best], ptr[best + 1]):
+            k = on[b]
             if frozen[k]:
                 continue
             i = listed[k]
-            uses = False
-            for w in range(res.shape[1]):
-                if res[i, w] == best:
-                    uses = True
-            if uses:
-                frozen[k] = True
-                new[k] = share
-                todo -= 1
-                for w in range(res.shape[1]):
-                    r = res[i, w]
-                    if r >= 0:
-                        left[r] -= share
-                        count[r] -= 1
+            frozen[k] = True
+            new[k] = share
+            todo -= 1
+            for w in range(width):
+                r = res[i, w]
+                if r >= 0:
+                    left[r] -= share
+                    count[r] -= 1
     for k in range(nb):
         i = listed[k]
         r_new = new[k]
@@ -130,10 +143,14 @@ def solve(
     rem, rate, t_last, finish = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     due_at, deadline, new = np.empty(n), np.empty(n), np.empty(n)
     broken, oks, frozen = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.bool_)
+    vacated = np.empty(n, np.bool_)
     left_r, count_r = np.empty(cap.size), np.empty(cap.size, np.int64)
+    ptr_r, fill_r = np.empty(cap.size + 1, np.int64), np.empty(cap.size, np.int64)
+    on_r = np.empty(n * res.shape[1], np.int64)
     for i in range(n):
         phase[i] = WAITING
         broken[i] = False
+        vacated[i] = False
         sent_at[i] = math.nan
         end_at[i] = math.nan
         outcome[i] = PENDING
@@ -147,7 +164,7 @@ def solve(
     while remaining > 0:
         if dirty:
             rerate(now, act, nact, phase, res, cap, rem, rate, t_last, finish, left_r, count_r,
-                   listed, frozen, new)  # fmt: skip
+                   listed, frozen, new, ptr_r, fill_r, on_r)  # fmt: skip
             dirty = False
         # the next instant and the kind of event due then
         kind, t = -1, math.inf
@@ -216,7 +233,7 @@ def solve(
                 end_at[i] = now
                 outcome[i] = DELIVERED
                 moved[i] = nbytes[i]
-            dirty = True
+                vacated[i] = True  # until the piece that continues it takes its place
         elif kind == _LATENCY_ENDS:
             for k in range(nact):
                 i = act[k]
@@ -355,10 +372,23 @@ def solve(
                 outcome[j] = DELIVERED
                 zq[zt] = j
                 zt += 1
+            elif back and vacated[p] and src[p] == src[j] and dst[p] == dst[j]:
+                # it takes the place on the same links of its stream's piece that has just
+                # completed: every flow's fair share is unchanged, so no re-rate, and it
+                # gets its predecessor's rate
+                vacated[p] = False
+                phase[j] = BANDWIDTH
+                rem[j], rate[j], t_last[j] = nbytes[j], rate[p], now
+                finish[j] = now + nbytes[j] / rate[p]
             else:
                 phase[j] = BANDWIDTH
                 rem[j], rate[j], t_last[j], finish[j] = nbytes[j], 0.0, now, math.inf
                 dirty = True
+        if kind == _COMPLETIONS:
+            for m in range(ne):
+                if vacated[ends[m]]:  # a place left empty: the others' shares change
+                    vacated[ends[m]] = False
+                    dirty = True
         # the flows still in flight, in send order
         kept = 0
         for k in range(nact):
