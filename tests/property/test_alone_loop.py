@@ -20,10 +20,11 @@ import numpy as np
 import pytest
 import simpy
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from protocols.contract import Flows
 from sim.engine.netclock import _alone_loop
-from sim.engine.netclock.alone import run_alone
+from sim.engine.netclock.alone import AlonePlan, run_alone
 from sim.engine.netclock.replay import on_the_clock
 from sim.network import FlowNetwork, compiled
 from sim.network.maxmin import REL_EPS
@@ -99,6 +100,35 @@ def test_the_loop_gives_the_same_floats_in_python_and_compiled(plan: dict[str, A
         np.testing.assert_array_equal(getattr(python_run, name), getattr(compiled_run, name))
     np.testing.assert_array_equal(python_run.outcome, compiled_run.outcome)
     assert python_run.done_at == compiled_run.done_at
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(group_flow_plans(), st.lists(st.floats(0.0, 3.0), min_size=1, max_size=6))
+def test_a_loop_stopped_and_resumed_gives_the_run_of_one_call(
+    plan: dict[str, Any], steps: list[float]
+) -> None:
+    """Stopping the loop at instants (:meth:`AlonePlan.advance` with ``until``, the
+    changes of presence given in pieces as they come) and going on from its state
+    gives every float of one uninterrupted run."""
+    net = FlowNetwork(simpy.Environment(), *_net_args(plan))
+    t0 = plan["t0"]
+    changes = [(t0 + at, peer, False) for at, peer in plan["preemptions"]]
+    one = AlonePlan([(_flows(plan), t0)], net)
+    whole = one.run(plan["present"], changes)
+    state = one.start(plan["present"])
+    until, run = t0, None
+    for step in [*steps, math.inf]:
+        until += step
+        known = [c for c in changes if c[0] <= until]  # what is known by then
+        run = one.advance(state, known if step < math.inf else changes, until)
+        if run.done_at < math.inf:
+            break
+        np.testing.assert_array_equal(run.seq >= 0, whole.sent_at <= until)
+    assert run is not None
+    for name in ("sent_at", "end_at", "moved", "outcome", "seq"):
+        np.testing.assert_array_equal(getattr(run, name), getattr(whole, name))
+    assert (run.done_at, run.messages, run.refused) == (whole.done_at, whole.messages,
+                                                        whole.refused)  # fmt: skip
 
 
 def _python(plan: dict[str, Any]) -> Any:

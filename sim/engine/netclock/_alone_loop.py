@@ -106,14 +106,40 @@ def rerate(
             finish[i] = now + rem[i] / r_new if r_new > 0.0 else math.inf
 
 
+def fresh(n: int, t0: float) -> tuple[Any, ...]:
+    """The state of a loop over ``n`` flows that starts at ``t0``, as :func:`solve` takes
+    and updates it: ``ints`` (3, n) (phase, the flows in flight in send order, the
+    queue of flows ending at their entry), ``flags`` (2, n) (broken, vacated), ``floats``
+    (6, n) (bytes left, rate, when last advanced, finish, end of the latency or
+    refusal, deadline), ``ix`` (the counters: flows in flight, queue head and tail,
+    releases and changes taken, flows left, messages, refusals, sends, re-rate due),
+    ``fx`` (now, the last end), and the outputs ``sent_at``, ``end_at``, ``outcome``,
+    ``moved``, ``seq``."""
+    ints = np.zeros((3, n), np.int64)
+    ints[0] = WAITING
+    floats = np.zeros((6, n))
+    floats[5] = math.inf
+    ix = np.zeros(10, np.int64)
+    ix[5] = n
+    return (
+        ints, np.zeros((2, n), np.bool_), floats, ix, np.array([t0, math.nan]),
+        np.full(n, math.nan), np.full(n, math.nan), np.full(n, PENDING, np.int8),
+        np.zeros(n), np.full(n, -1, np.int64),
+    )  # fmt: skip
+
+
 def solve(
-    t0: float, nbytes: Any, lat: Any, res: Any, timeout: Any, pred: Any, waits: Any,
-    opens: Any, after_ptr: Any, after_idx: Any, next_piece: Any, behind_ptr: Any,
-    behind_idx: Any, gate_left: Any, need: Any, rel_flow: Any, rel_at: Any, cap: Any,
-    src: Any, dst: Any, present: Any, fail_at: Any, fail_peer: Any, fail_up: Any,
-    until: float, sent_at: Any, end_at: Any, outcome: Any, moved: Any, seq: Any,
+    nbytes: Any, lat: Any, res: Any, timeout: Any, pred: Any, waits: Any, opens: Any,
+    after_ptr: Any, after_idx: Any, next_piece: Any, behind_ptr: Any, behind_idx: Any,
+    gate_left: Any, need: Any, rel_flow: Any, rel_at: Any, cap: Any, src: Any, dst: Any,
+    present: Any, fail_at: Any, fail_peer: Any, fail_up: Any, until: float, ints: Any,
+    flags: Any, floats: Any, ix: Any, fx: Any, sent_at: Any, end_at: Any, outcome: Any,
+    moved: Any, seq: Any,
 ) -> tuple[float, int, int]:  # fmt: skip
-    """Run a group's ``n`` flows from ``t0`` until every one has ended.
+    """Run a group's ``n`` flows on from the state :func:`fresh` made, until every one
+    has ended, or until ``until``: a run stopped there goes on, with the same floats, when
+    called again with the same state (and changes of presence appended, none before
+    the instant it stopped at).
 
     Inputs, per flow: ``nbytes``, route latency ``lat``, resources ``res`` (n, W) (local
     indices into ``cap``, -1 padded), ``timeout`` (s, inf: none), ``pred`` (the piece it
@@ -136,31 +162,24 @@ def solve(
     """
     n = nbytes.size
     if n == 0:
-        return t0, 0, 0
-    phase, act, zq = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+        return fx[0], 0, 0
+    phase, act, zq = ints[0], ints[1], ints[2]
+    broken, vacated = flags[0], flags[1]
+    rem, rate, t_last, finish, due_at, deadline = (
+        floats[0], floats[1], floats[2], floats[3], floats[4], floats[5],
+    )  # fmt: skip
     ends, listed = np.empty(n, np.int64), np.empty(n, np.int64)
     relq = np.empty(n + rel_flow.size, np.int64)
-    rem, rate, t_last, finish = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    due_at, deadline, new = np.empty(n), np.empty(n), np.empty(n)
-    broken, oks, frozen = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.bool_)
-    vacated = np.empty(n, np.bool_)
+    new = np.empty(n)
+    oks, frozen = np.empty(n, np.bool_), np.empty(n, np.bool_)
     left_r, count_r = np.empty(cap.size), np.empty(cap.size, np.int64)
     ptr_r, fill_r = np.empty(cap.size + 1, np.int64), np.empty(cap.size, np.int64)
     on_r = np.empty(n * res.shape[1], np.int64)
-    for i in range(n):
-        phase[i] = WAITING
-        broken[i] = False
-        vacated[i] = False
-        sent_at[i] = math.nan
-        end_at[i] = math.nan
-        outcome[i] = PENDING
-        moved[i] = 0.0
-        seq[i] = -1
-        deadline[i] = math.inf
-    nact, rh, rt, zh, zt = 0, 0, 0, 0, 0
-    rc, fc = 0, 0
-    remaining, messages, refused, sent = n, 0, 0, 0
-    now, done_at, dirty = t0, math.nan, False
+    nact, zh, zt, rc, fc = ix[0], ix[1], ix[2], ix[3], ix[4]
+    remaining, messages, refused, sent = ix[5], ix[6], ix[7], ix[8]
+    dirty = ix[9] != 0
+    now, done_at = fx[0], fx[1]
+    rh, rt = 0, 0
     while remaining > 0:
         if dirty:
             rerate(now, act, nact, phase, res, cap, rem, rate, t_last, finish, left_r, count_r,
@@ -204,6 +223,9 @@ def solve(
                 i = act[k]
                 if phase[i] == BANDWIDTH:
                     moved[i] = min(nbytes[i] - rem[i] + rate[i] * (until - t_last[i]), nbytes[i])
+            ix[0], ix[1], ix[2], ix[3], ix[4] = nact, zh, zt, rc, fc
+            ix[5], ix[6], ix[7], ix[8], ix[9] = remaining, messages, refused, sent, dirty
+            fx[0], fx[1] = now, done_at
             return math.inf, messages, refused
         now = t
         # the flows that end at this event, in order (ends, oks)
@@ -397,4 +419,7 @@ def solve(
                 act[kept] = i
                 kept += 1
         nact = kept
+    ix[0], ix[1], ix[2], ix[3], ix[4] = nact, zh, zt, rc, fc
+    ix[5], ix[6], ix[7], ix[8], ix[9] = remaining, messages, refused, sent, dirty
+    fx[0], fx[1] = now, done_at
     return done_at, messages, refused

@@ -143,13 +143,57 @@ class AlonePlan:
         self._counts = (gate_left, need)
         self._rest = (rel_flow, rel_at, cap, local[src], local[dst])
 
+    def start(self, present: np.ndarray) -> LoopState:
+        """The loop at ``t0`` (nothing run yet); ``present`` (n_peers,) bool: who is
+        present then."""
+        gate_left, need = self._counts
+        return LoopState(
+            _alone_loop.fresh(self.nbytes.size, self.t0),
+            gate_left.copy(),
+            need.copy(),
+            present[self.members].astype(np.bool_),
+        )
+
+    def advance(
+        self,
+        state: LoopState,
+        changes: Sequence[tuple[float, int, bool]] = (),
+        until: float = math.inf,
+    ) -> AloneRun:
+        """Run the loop on from ``state`` until every flow has ended, or until ``until``.
+
+        ``changes``: (instant, peer, up) in time order, members going down (``up``
+        False: their flows in flight fail) or coming back; those the state has taken
+        already must come first, as they were, and none may come before the instant
+        it has reached. Stopped at ``until``, the flows in flight have their progress
+        then in :attr:`AloneRun.moved` and ``done_at`` is ``inf``; a later call goes on
+        from there with the same floats as one uninterrupted run. The run's arrays are
+        the state's (they change as it goes on). Raises ValueError for a plan whose
+        flows never all end.
+        """
+        local = self.local
+        mine = [(float(at), int(local[p]), bool(up)) for at, p, up in changes if local[p] >= 0]
+        state.take(mine)
+        loop = state.loop
+        done_at, messages, refused = _solver()(
+            self.nbytes, *self._fixed, state.gate_left, state.need, *self._rest,
+            state.present, state.fail_at, state.fail_peer, state.fail_up, float(until), *loop,
+        )  # fmt: skip
+        if done_at != done_at:
+            raise ValueError("run_alone: some flows wait for flows that never end")
+        sent_at, end_at, outcome, moved, seq = loop[5:]
+        return AloneRun(
+            sent_at, end_at, outcome, moved, seq, float(done_at), int(messages), int(refused)
+        )
+
     def run(
         self,
         present: np.ndarray,
         changes: Sequence[tuple[float, int, bool]] = (),
         until: float = math.inf,
     ) -> AloneRun:
-        """Run the flows from ``t0`` until every one has ended, or until ``until``.
+        """Run the flows from ``t0`` until every one has ended, or until ``until``
+        (:meth:`start`, then :meth:`advance`).
 
         ``present`` (n_peers,) bool: who is present at ``t0``; ``changes``: (instant,
         peer, up) in time order, members going down (``up`` False: their flows in flight
@@ -157,26 +201,45 @@ class AlonePlan:
         progress then in :attr:`AloneRun.moved` and ``done_at`` is ``inf``. Raises
         ValueError for a plan whose flows never all end.
         """
-        n = self.nbytes.size
-        local = self.local
-        mine = [(float(at), int(local[p]), bool(up)) for at, p, up in changes if local[p] >= 0]
-        out = AloneRun(
-            np.empty(n), np.empty(n), np.empty(n, dtype=np.int8), np.empty(n),
-            np.empty(n, dtype=np.int64), 0.0, 0, 0,
-        )  # fmt: skip
-        gate_left, need = self._counts
-        done_at, messages, refused = _solver()(
-            self.t0, self.nbytes, *self._fixed, gate_left.copy(), need.copy(), *self._rest,
-            present[self.members].astype(np.bool_),
-            np.array([c[0] for c in mine], dtype=np.float64),
-            np.array([c[1] for c in mine], dtype=np.int64),
-            np.array([c[2] for c in mine], dtype=np.bool_),
-            float(until), out.sent_at, out.end_at, out.outcome, out.moved, out.seq,
-        )  # fmt: skip
-        if done_at != done_at:
-            raise ValueError("run_alone: some flows wait for flows that never end")
-        out.done_at, out.messages, out.refused = float(done_at), int(messages), int(refused)
-        return out
+        return self.advance(self.start(present), changes, until)
+
+
+class LoopState:
+    """Where a group's loop stands (:meth:`AlonePlan.start`, :meth:`AlonePlan.advance`):
+    its arrays (:func:`~sim.engine.netclock._alone_loop.fresh`), the gates' and flows'
+    counts of what they wait for, the members' presence, and the changes of presence
+    it was given (local peers), of which it has taken ``ix[4]``."""
+
+    def __init__(
+        self, loop: tuple[Any, ...], gate_left: np.ndarray, need: np.ndarray, present: np.ndarray
+    ) -> None:
+        self.loop, self.gate_left, self.need, self.present = loop, gate_left, need, present
+        self.changes: list[tuple[float, int, bool]] = []
+        self.fail_at = np.zeros(0)
+        self.fail_peer = np.zeros(0, dtype=np.int64)
+        self.fail_up = np.zeros(0, dtype=np.bool_)
+
+    @property
+    def now(self) -> float:
+        """The instant the loop has run to."""
+        return float(self.loop[4][0])
+
+    def take(self, changes: list[tuple[float, int, bool]]) -> None:
+        """Use ``changes`` (local peers) from now on: those taken already must begin it
+        unchanged, and the rest may not come before now."""
+        taken = int(self.loop[3][4])
+        if changes[:taken] != self.changes[:taken]:
+            raise ValueError("AlonePlan.advance: the changes already taken differ")
+        if len(changes) > taken and changes[taken][0] < self.now:
+            raise ValueError(
+                f"AlonePlan.advance: a change at {changes[taken][0]!r} s, before the "
+                f"{self.now!r} s the loop has reached"
+            )
+        if changes != self.changes:
+            self.changes = list(changes)
+            self.fail_at = np.array([c[0] for c in changes], dtype=np.float64)
+            self.fail_peer = np.array([c[1] for c in changes], dtype=np.int64)
+            self.fail_up = np.array([c[2] for c in changes], dtype=np.bool_)
 
 
 def run_alone(
