@@ -103,7 +103,9 @@ class AsyncEngine(PeerLoopEngine):
         traced = self.tracer is not None
         wanted = clock.groups_alone and self.scenario.network.groups_alone
         if wanted and AloneGroups.fits(self.scenario, clock.net, traced):
-            clock.alone = AloneGroups(self.env, clock.net, clock.present, clock, clock.delay_s)
+            clock.alone = AloneGroups(
+                self.env, clock.net, clock.present, clock, clock.delay_s, self.churn_ahead
+            )
         self.up(np.flatnonzero(clock.present))
 
     # -- the peer's loop -------------------------------------------------------------------

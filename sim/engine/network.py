@@ -26,6 +26,7 @@ from sim.engine.netclock import NetworkClock, TracedClock, TracedFlowNetwork
 from sim.engine.observe.wiring import WatchedRejoin, watched_churn
 from sim.engine.trace import ChurnTrace
 from sim.engine.training_net import GradientSlots, training_table
+from sim.model.churn.lookahead import ChurnLookahead
 from sim.model.jitter import Jitter, jitter_for
 from sim.model.scenario.models import Scenario
 from sim.model.sites import routes_of
@@ -110,8 +111,10 @@ class NetworkEngine(Engine):
         self.present = clock.present
         rng = component_rng(self.seed, "rejoin")
         rejoin = WatchedRejoin(self.tracker, self.scenario, rng, clock, self.state)
+        #: The churn schedule as the churn process consumes it, readable ahead.
+        self.churn_ahead = ChurnLookahead(self.churn_schedule, float(self.env.now))
         churn = watched_churn(
-            self.env, self.churn_schedule, clock, rejoin, self.membership, self.tracker
+            self.env, self.churn_ahead, clock, rejoin, self.membership, self.tracker
         )
         self.env.process(churn)
         self.clock = clock

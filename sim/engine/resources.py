@@ -53,7 +53,10 @@ NET_PEER_BYTES = 1024
 #: flows, peaked at 2188 MiB). Since stop 28 it reads the plan's arrays (``.item``):
 #: the band test's R1 case grows by 946 MiB where the estimate's other parts are 372
 #: MiB, ~160 B a planned flow. With this value the estimate is 1.38× that growth, and
-#: 1.25× the "moshpit pieces" case's (tests/integration/test_resources.py).
+#: 1.25× the "moshpit pieces" case's (tests/integration/test_resources.py). Since stop
+#: 39 those groups run alone (:mod:`sim.engine.netclock.alone_groups`: the loop's plan,
+#: its outputs, and its state while it runs) and the R1 case grows by 1134 MiB (the
+#: estimate is 1.15× that).
 PLANNED_FLOW_BYTES = 256
 #: Bytes per flow in flight: the Flow object, its SimPy event, callbacks and index
 #: entries (measured 700–1270 B with tracemalloc; rounded up).

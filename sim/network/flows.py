@@ -427,10 +427,16 @@ class FlowNetwork(Streams):
         ended, each having moved ``moved[k]`` bytes ``src[k] → dst[k]`` (added in this
         order), ``completed`` of them delivered and ``failed`` failed."""
         self.flows_started += started
-        out, into = self._out, self._in
-        for s, d, nbytes in zip(src.tolist(), dst.tolist(), moved.tolist(), strict=True):
-            out[s] += nbytes
-            into[d] += nbytes
+        moved = np.asarray(moved, dtype=np.float64)
+        for totals, peers in ((self._out, src), (self._in, dst)):
+            # each peer's additions in order (ufunc.at is unbuffered and goes in index
+            # order): the floats of a loop over the flows, at a Python step per peer
+            listed, where = np.unique(peers, return_inverse=True)
+            listed_peers = listed.tolist()
+            acc = np.array([totals[p] for p in listed_peers], dtype=np.float64)
+            np.add.at(acc, where, moved)
+            for p, total in zip(listed_peers, acc.tolist(), strict=True):
+                totals[p] = total
         self.flows_completed += completed
         self.flows_failed += failed
 

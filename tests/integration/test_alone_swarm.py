@@ -3,8 +3,9 @@
 
 A churned swarm (members go down and come back while their groups run), with short
 sender timeouts and a row every two seconds (groups in flight at most samples), runs
-twice: every group on the clock's events, and the groups run alone (all of them, or
-those of up to 3 members beside the others on the events). The groups, the
+twice: every group on the clock's events, and the groups run alone (all of them, with
+and without the churn schedule read ahead, or those of up to 3 members beside the
+others on the events). The groups, the
 steps, the messages and the final vectors are the same, bit for bit; the instants and
 the bytes (per row, per peer) to 1e-9 relative.
 """
@@ -42,43 +43,68 @@ def _scenario() -> Any:
 
 
 def _run(
-    alone: bool, monkeypatch: pytest.MonkeyPatch, max_members: int = 8
+    alone: bool, monkeypatch: pytest.MonkeyPatch, max_members: int = 8, read_ahead: bool = True
 ) -> tuple[Any, dict[str, int]]:
-    seen = {"down": 0, "up": 0, "kept on events": 0}
-    changed, takes = alone_groups.AloneGroups.changed, alone_groups.AloneGroups.takes
+    seen = {"down": 0, "up": 0, "kept on events": 0, "timed again": 0}
+    groups_cls = alone_groups.AloneGroups
+    changed, takes, timing, init = groups_cls.changed, groups_cls.takes, groups_cls._time, (
+        groups_cls.__init__
+    )  # fmt: skip
+    inside = [False]
 
     def counting(groups: Any, peers: np.ndarray, up: bool) -> None:
         running = {key for p in peers.tolist() for key in groups._of_peer.get(p, {})}
         seen["up" if up else "down"] += len(running)
-        changed(groups, peers, up)
+        inside[0] = True
+        try:
+            changed(groups, peers, up)
+        finally:
+            inside[0] = False
+
+    def timed(groups: Any, comp: Any) -> None:
+        seen["timed again"] += inside[0]  # a change the loop did not have
+        timing(groups, comp)
 
     def taking(groups: Any, plan: Any) -> bool:
         small = plan.members.size <= groups.MAX_MEMBERS
         seen["kept on events"] += small and any(m in groups._events for m in plan.members)
         return takes(groups, plan)
 
+    def building(groups: Any, *args: Any) -> None:
+        init(groups, *args)
+        if not read_ahead:
+            groups.churn = None
+
     with monkeypatch.context() as patch:
         patch.setattr(NetworkClock, "groups_alone", alone)
-        patch.setattr(alone_groups.AloneGroups, "MAX_MEMBERS", max_members)
-        patch.setattr(alone_groups.AloneGroups, "changed", counting)
-        patch.setattr(alone_groups.AloneGroups, "takes", taking)
+        patch.setattr(groups_cls, "MAX_MEMBERS", max_members)
+        patch.setattr(groups_cls, "changed", counting)
+        patch.setattr(groups_cls, "_time", timed)
+        patch.setattr(groups_cls, "takes", taking)
+        patch.setattr(groups_cls, "__init__", building)
         return sim.run(_scenario(), seed=2), seen
 
 
-@pytest.mark.parametrize("max_members", [8, 3])
+@pytest.mark.parametrize(("max_members", "read_ahead"), [(8, True), (8, False), (3, True)])
 def test_a_swarm_whose_groups_run_alone_runs_as_on_the_clock(
-    monkeypatch: pytest.MonkeyPatch, max_members: int
+    monkeypatch: pytest.MonkeyPatch, max_members: int, read_ahead: bool
 ) -> None:
     """With groups of up to 4, all run alone (8); with 3, the groups of 4 run on the
     clock's events, and a small group with a member still in one of those (lost to it
-    and back) stays on the events too, where both groups' flows meet."""
+    and back) stays on the events too, where both groups' flows meet. Reading the churn
+    schedule ahead, the loop has every change of presence before it happens and never
+    runs again; without, it runs again from the group's start at each."""
     ref, _ = _run(False, monkeypatch)
-    got, seen = _run(True, monkeypatch, max_members)
+    got, seen = _run(True, monkeypatch, max_members, read_ahead)
     assert seen["down"] > 0, seen  # members down mid-group
     if max_members == 8:
         assert seen["up"] > 0, seen  # and back while their old group runs
     else:
         assert seen["kept on events"] > 0, seen
+    if read_ahead:
+        assert seen["timed again"] == 0, seen
+    else:
+        assert seen["timed again"] == seen["down"] + seen["up"], seen
     assert got.summary["flows_timed_out"] > 0
     for key, value in ref.summary.items():
         if key == "wall_time_s":

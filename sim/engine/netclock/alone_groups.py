@@ -26,6 +26,7 @@ bit (:mod:`sim.engine.netclock.alone`; docs/design.md, stop 38).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from functools import partial
 from typing import Any
@@ -35,7 +36,16 @@ import simpy
 
 from protocols.contract import Flows, GroupPlan
 from sim.core.errors import SimulationError
-from sim.engine.netclock.alone import DELIVERED, FAILED, REFUSED, TIMED_OUT, AlonePlan, AloneRun
+from sim.engine.netclock.alone import (
+    DELIVERED,
+    FAILED,
+    REFUSED,
+    TIMED_OUT,
+    AlonePlan,
+    AloneRun,
+    LoopState,
+)  # fmt: skip
+from sim.model.churn.lookahead import ChurnLookahead
 from sim.network import FlowNetwork
 from sim.network.flows import timeout_at
 
@@ -56,15 +66,20 @@ class _Part:
 
 class _Component:
     """Groups running alone together (one, unless a member joined a second before the
-    first ended): the loop over their flows, presence at the start and changes since,
-    the run they give, what of it is counted, and each group's end."""
+    first ended): the loop over their flows, presence at the start, the changes of
+    presence seen since and those the churn schedule announces up to ``horizon``, the
+    run they give, what of it is counted, and each group's end."""
 
-    __slots__ = ("alone", "changes", "ends_counted", "partial", "parts", "present", "run",
-                 "sends_counted", "version", "waiting")  # fmt: skip
+    __slots__ = ("alone", "ends_counted", "expected", "horizon", "live", "parts", "present",
+                 "run", "seen", "sends_counted", "version", "waiting")  # fmt: skip
 
     def __init__(self) -> None:
         self.parts: list[_Part] = []
-        self.changes: list[tuple[float, int, bool]] = []
+        #: the changes of its members' presence seen since the start (instant, peer, up)
+        self.seen: list[tuple[float, int, bool]] = []
+        #: those announced and not seen yet, up to ``horizon``
+        self.expected: list[tuple[float, int, bool]] = []
+        self.horizon = 0.0
         self.present = np.zeros(0, dtype=bool)
         self.sends_counted = np.zeros(0, dtype=bool)
         self.ends_counted = np.zeros(0, dtype=bool)
@@ -72,12 +87,18 @@ class _Component:
         #: groups whose process has not yet seen their end
         self.waiting = 0
         self.alone: AlonePlan
+        #: the loop run to the end (``run``), and one run only as far as asked (``live``,
+        #: the bytes in flight at a sample; None: not asked since the last start)
         self.run: AloneRun
-        #: (instant, version, run up to that instant): the last progress asked for
-        self.partial: tuple[float, int, AloneRun] | None = None
+        self.live: LoopState | None = None
+
+    @property
+    def changes(self) -> list[tuple[float, int, bool]]:
+        """Every change the loop takes: those seen, then those announced."""
+        return self.seen + self.expected
 
     def add(self, part: _Part, present: np.ndarray, net: FlowNetwork, delay_s: Any) -> None:
-        """Join ``part`` (``present``: who is present now) and run the loop again. Its
+        """Join ``part`` (``present``: who is present now), with a new loop. Its
         peers new to the component have no flow before now: their presence now is their
         presence at the component's start, for the loop."""
         if not self.parts:
@@ -95,18 +116,13 @@ class _Component:
         n = part.flows.src.size
         self.sends_counted = np.r_[self.sends_counted, np.zeros(n, dtype=bool)]
         self.ends_counted = np.r_[self.ends_counted, np.zeros(n, dtype=bool)]
-        self.build(net, delay_s)
+        self.plan(net, delay_s)
 
-    def build(self, net: FlowNetwork, delay_s: Any) -> None:
-        """The loop over the groups' flows, and its run."""
+    def plan(self, net: FlowNetwork, delay_s: Any) -> None:
+        """The loop over its groups' flows (:class:`AlonePlan`), each group's place in it."""
         self.alone = AlonePlan([(p.flows, p.t0) for p in self.parts], net, delay_s)
         for p, span in zip(self.parts, self.alone.bounds, strict=True):
             p.span, p.comp = span, self
-        self.rerun()
-
-    def rerun(self) -> None:
-        """The loop again, from the start, with every change so far."""
-        self.run = self.alone.run(self.present, self.changes)
 
 
 class AloneGroups:
@@ -122,10 +138,14 @@ class AloneGroups:
         (n_peers,) straggler delays (roots without ``start_s``).
     """
 
-    #: Larger groups stay on the clock's events: a member's preemption runs the loop
-    #: again from the group's start, which costs more than the clock's chunks save on a
-    #: large group's many flows (docs/design.md, stop 38).
-    MAX_MEMBERS = 8
+    #: Groups of more members stay on the clock's events (None: no limit). Since the loop
+    #: reads the churn schedule ahead (a preemption no longer runs it again) and its
+    #: re-rate is O(R² + F), every group is cheaper alone, the first round's groups of 32
+    #: included (docs/design.md, stop 39); a limit exists for tests that mix both.
+    MAX_MEMBERS: int | None = None
+    #: How far ahead (s) a component first reads the churn schedule for its members; it
+    #: reads as far again each time its flows outlast what it has read.
+    HORIZON_S = 300.0
 
     def __init__(
         self,
@@ -134,9 +154,12 @@ class AloneGroups:
         present: np.ndarray,
         counters: Any,
         delay_s: np.ndarray,
+        churn: ChurnLookahead | None = None,
     ) -> None:
         self.env, self.net, self.present = env, net, present
         self.counters, self.delay_s = counters, delay_s
+        #: the churn schedule read ahead (None: a change of presence runs the loop again)
+        self.churn = churn
         self._running: dict[int, _Component] = {}  # by id, in start order
         #: the running components each peer is in (it may have flows left in an old one)
         self._of_peer: dict[int, dict[int, _Component]] = {}
@@ -163,7 +186,9 @@ class AloneGroups:
         members = plan.members.tolist()
         if self._sharing(members):
             return True
-        return len(members) <= self.MAX_MEMBERS and not any(m in self._events for m in members)
+        limit = self.MAX_MEMBERS
+        small = limit is None or len(members) <= limit
+        return small and not any(m in self._events for m in members)
 
     def _sharing(self, members: list[int]) -> list[_Component]:
         """The components running alone in which one of ``members`` has a flow on its
@@ -207,6 +232,7 @@ class AloneGroups:
         joined = self._sharing(members)
         comp = self._merge(joined) if joined else _Component()
         comp.add(part, self.present, self.net, self.delay_s)
+        self._time(comp)
         self._running.pop(id(comp), None)
         self._running[id(comp)] = comp  # last: in order of their latest group
         for peer in comp.alone.members.tolist():
@@ -216,7 +242,15 @@ class AloneGroups:
         current = part.comp  # (it may have joined another since)
         assert current is not None
         comp = current
-        self._count(comp, float(env.now))
+        now = float(env.now)
+        missed = [c for c in comp.expected if c[0] < now]
+        if missed:  # never: churn is exogenous (a run wrong without it stops here)
+            raise SimulationError(  # one argument: SimPy re-raises it from its args
+                "network.groups_alone: expected false for this scenario (the churn "
+                f"schedule announced peer {missed[0][1]} for {missed[0][0]:.6g} s and it "
+                "did not change then), got true"
+            )
+        self._count(comp, now)
         comp.waiting -= 1
         if comp.waiting == 0:  # every group of it has ended, and been told
             del self._running[id(comp)]
@@ -240,7 +274,7 @@ class AloneGroups:
             peers = comp.alone.members
             present[peers] = comp.present[peers]
         merged.present = present
-        merged.changes = sorted({c for comp in comps for c in comp.changes}, key=lambda c: c[0])
+        merged.seen = sorted({c for comp in comps for c in comp.seen}, key=_in_order)
         sends, ends = [], []
         for p in parts:
             assert p.comp is not None
@@ -277,8 +311,9 @@ class AloneGroups:
             )
 
     def changed(self, peers: np.ndarray, up: bool) -> None:
-        """``peers`` went down (or came back) now: the components they are in run again
-        from their start with that change."""
+        """``peers`` went down (or came back) now. A component whose loop had it from the
+        churn schedule goes on as timed; one that did not (no read-ahead) runs again from
+        its start with the change."""
         touched: dict[int, _Component] = {}
         for peer in peers.tolist():
             touched.update(self._of_peer.get(peer, {}))
@@ -286,17 +321,53 @@ class AloneGroups:
             return
         now = float(self.env.now)
         mine = set(peers.tolist())
+        timed: list[_Component] = []
         for key, comp in self._running.items():  # in start order
             if key not in touched:
                 continue
+            new = False
             for peer in comp.alone.members.tolist():
                 if peer in mine:
-                    comp.changes.append((now, peer, up))
-            comp.rerun()
-            self._arm(comp)
-        for comp in list(touched.values()):
+                    change = (now, peer, up)
+                    comp.seen.append(change)
+                    if change in comp.expected:
+                        comp.expected.remove(change)
+                    else:
+                        new = True
+            if new:
+                self._time(comp)
+                self._arm(comp)
+                timed.append(comp)
+        for comp in timed:
             if id(comp) in self._running:
                 self._join_if_shared(comp, now)
+
+    def _time(self, comp: _Component) -> None:
+        """Run ``comp``'s loop from its start until its last flow has ended, with the
+        changes seen so far and those the churn schedule announces from now on, read
+        further each time the flows outlast it."""
+        now = float(self.env.now)
+        churn, members = self.churn, comp.alone.members
+        if churn is None:
+            comp.expected, comp.horizon = [], math.inf
+        else:
+            churn.forget_before(now)
+            comp.horizon = now + self.HORIZON_S
+            present = self.present  # a change due now may have been applied already
+            comp.expected = [
+                c for c in churn.ahead(members, math.nextafter(now, -math.inf), comp.horizon)
+                if c[0] > now or present[c[1]] != c[2]
+            ]  # fmt: skip
+        comp.live = None
+        state = comp.alone.start(comp.present)  # (dropped at the end: the run keeps its
+        while True:  # outputs, and the loop's book-keeping is half its memory)
+            comp.run = comp.alone.advance(state, comp.changes, until=comp.horizon)
+            if comp.run.done_at < math.inf:
+                return
+            assert churn is not None
+            later = comp.horizon + max(self.HORIZON_S, comp.horizon - now)
+            comp.expected += churn.ahead(members, comp.horizon, later)
+            comp.horizon = later
 
     def _join_if_shared(self, comp: _Component, now: float) -> None:
         """After ``comp`` ran again: a member of it that joined a group elsewhere once its
@@ -320,7 +391,8 @@ class AloneGroups:
         if not others:
             return
         merged = self._merge([comp, *others.values()])
-        merged.build(self.net, self.delay_s)
+        merged.plan(self.net, self.delay_s)
+        self._time(merged)
         self._running[id(merged)] = merged
         for peer in merged.alone.members.tolist():
             self._of_peer.setdefault(peer, {})[id(merged)] = merged
@@ -379,11 +451,10 @@ class AloneGroups:
         dst: list[np.ndarray] = []
         moved: list[np.ndarray] = []
         for group in self._running.values():
-            partial_run = group.partial
-            if partial_run is None or partial_run[:2] != (at_s, group.version):
-                run = group.alone.run(group.present, group.changes, until=at_s)
-                group.partial = partial_run = (at_s, group.version, run)
-            run = partial_run[2]
+            live = group.live
+            if live is None or live.now > at_s:
+                live = group.live = group.alone.start(group.present)
+            run = group.alone.advance(live, group.changes, until=at_s)
             # sent, not refused, not counted as ended: in flight then, or ended uncounted
             moving = np.flatnonzero((run.seq >= 0) & ~group.ends_counted & (run.outcome != REFUSED))
             src.append(group.alone.src[moving])
@@ -393,6 +464,12 @@ class AloneGroups:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, np.zeros(0)
         return np.concatenate(src), np.concatenate(dst), np.concatenate(moved)
+
+
+def _in_order(change: tuple[float, int, bool]) -> tuple[float, bool, int]:
+    """Changes in the order the churn process makes them: by instant, downs first, by peer."""
+    at, peer, up = change
+    return at, up, peer
 
 
 def _sends_after(comp: _Component, peer: int, now: float) -> bool:

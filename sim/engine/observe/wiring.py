@@ -8,7 +8,7 @@ rows before and after it (:meth:`~sim.engine.observe.tracker.Tracker.change`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 import numpy as np
@@ -16,7 +16,7 @@ import simpy
 
 from sim.engine.observe.tracker import Tracker
 from sim.model.churn import churn_process
-from sim.model.churn.schedule import ChurnSchedule
+from sim.model.churn.schedule import ChurnChange
 from sim.model.rejoin import NetworkRejoin
 
 PeersCallback = Callable[[np.ndarray], None]
@@ -44,7 +44,7 @@ def watched_membership(
 
 def watched_churn(
     env: simpy.Environment,
-    schedule: ChurnSchedule,
+    schedule: Iterable[ChurnChange],
     clock: Any,
     rejoin: NetworkRejoin,
     membership: Callable[[np.ndarray, np.ndarray], None],

@@ -17,13 +17,13 @@ ends: run the environment until a stop event or a time, not until it runs dry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 import numpy as np
 import simpy
 
-from sim.model.churn.schedule import ChurnSchedule
+from sim.model.churn.schedule import ChurnChange
 
 #: What the network engine does when peers leave or return: gets an (k,) intp array.
 PeersCallback = Callable[[np.ndarray], None]
@@ -31,7 +31,7 @@ PeersCallback = Callable[[np.ndarray], None]
 
 def churn_process(
     env: simpy.Environment,
-    schedule: ChurnSchedule,
+    schedule: Iterable[ChurnChange],
     on_down: PeersCallback,
     on_up: PeersCallback,
     on_membership: Callable[[np.ndarray, np.ndarray], None] | None = None,
