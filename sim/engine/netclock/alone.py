@@ -97,12 +97,15 @@ class AlonePlan:
         src = np.asarray(flows.src, dtype=np.int64)
         dst = np.asarray(flows.dst, dtype=np.int64)
         #: the groups' peers (sorted), and each flow's ends among them
-        self.members = members = np.unique(np.r_[src, dst])
+        mask = np.zeros(net.n, dtype=bool)
+        mask[src] = True
+        mask[dst] = True
+        self.members = members = np.flatnonzero(mask)
         self.src, self.dst = src, dst
         self.local = local = np.full(net.n, -1, dtype=np.int64)
         local[members] = np.arange(members.size)
         self.t0 = float(min(t0 for _, t0 in parts))
-        lat, res, cap = _routes(net, src, dst)
+        lat, res, cap = _routes(net, src, dst, local, members)
         neg = np.full(n, -1, dtype=np.int64)
         opens = neg if flows.opens is None else np.asarray(flows.opens, dtype=np.int64)
         waits = neg if flows.waits is None else np.asarray(flows.waits, dtype=np.int64)
@@ -301,26 +304,36 @@ def _solver() -> Any:
     return _alone_loop.solve if module is None else module.solve
 
 
-def _routes(net: FlowNetwork, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, ...]:
+def _routes(
+    net: FlowNetwork, src: np.ndarray, dst: np.ndarray, local: np.ndarray, members: np.ndarray
+) -> tuple[np.ndarray, ...]:
     """Per flow: route latency, resources (n, W) as indices into the capacities, -1
-    padded; and those capacities. One route look-up per connection."""
-    routes = net.routes
-    key = src * net.n + dst
-    pairs, inverse = np.unique(key, return_inverse=True)
+    padded; and those capacities. One route look-up per connection (``local``: each
+    peer's index among the sorted ``members``)."""
+    routes, g = net.routes, members.size
+    key = local[src] * g + local[dst]
+    if g * g <= 4 * key.size + 1024:  # the connections by a table over the members' pairs
+        index = np.full(g * g, -1, dtype=np.int64)
+        index[key] = 0
+        pairs = np.flatnonzero(index == 0)
+        index[pairs] = np.arange(pairs.size)
+        inverse = index[key]
+    else:
+        pairs, inverse = np.unique(key, return_inverse=True)
     latency = np.empty(pairs.size)
     used: dict[int, int] = {}
     listed: list[list[int]] = []
-    for k, pair in enumerate(pairs.tolist()):
-        latency_s, resources = routes.route(pair // net.n, pair % net.n)
+    for k, (a, b) in enumerate(zip(members[pairs // g].tolist(), members[pairs % g].tolist())):
+        latency_s, resources = routes.route(a, b)
         latency[k] = latency_s
         listed.append([used.setdefault(r, len(used)) for r in resources])
     width = max(1, max(len(r) for r in listed))
     table = np.full((pairs.size, width), -1, dtype=np.int64)
-    for k, local in enumerate(listed):
-        table[k, : len(local)] = local
+    for k, local_r in enumerate(listed):
+        table[k, : len(local_r)] = local_r
     capacity = routes.capacity_bytes_per_s
     cap = np.array([capacity[r] for r in used], dtype=np.float64)
-    return latency[inverse], table[inverse], cap
+    return latency.take(inverse), table.take(inverse, axis=0), cap
 
 
 def _lists(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
@@ -352,7 +365,9 @@ def _releases(
     roots, start = roots[order], start[order]
     now = start <= 0
     ready = np.flatnonzero((need == 0) & (waits >= 0))
-    rel_flow = np.r_[roots[now], ready, roots[~now]].astype(np.int64)
-    later = [t0 + at for at in start[~now].tolist()]
-    rel_at = np.array([t0] * (int(now.sum()) + ready.size) + later, dtype=np.float64)
+    rel_flow = np.concatenate((roots[now], ready, roots[~now])).astype(np.int64)
+    at_once = rel_flow.size - int(np.count_nonzero(~now))
+    rel_at = np.empty(rel_flow.size)
+    rel_at[:at_once] = t0
+    rel_at[at_once:] = t0 + start[~now]
     return rel_flow, rel_at

@@ -549,5 +549,8 @@ def listing(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
     """The flows listing each key k of ``keys`` (-1: none) as CSR: (order, bounds), the
     flows of key k ``order[bounds[k] : bounds[k + 1]]``, in flow order."""
     listed = np.flatnonzero(keys >= 0)
-    order = listed[np.argsort(keys[listed], kind="stable")]
-    return order, np.searchsorted(keys[order], np.arange(n_keys + 1))
+    listed_keys = keys[listed]
+    order = listed[np.argsort(listed_keys, kind="stable")]
+    bounds = np.zeros(n_keys + 1, dtype=np.intp)
+    np.cumsum(np.bincount(listed_keys, minlength=n_keys), out=bounds[1:])
+    return order, bounds
