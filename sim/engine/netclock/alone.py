@@ -323,7 +323,8 @@ def _routes(
     latency = np.empty(pairs.size)
     used: dict[int, int] = {}
     listed: list[list[int]] = []
-    for k, (a, b) in enumerate(zip(members[pairs // g].tolist(), members[pairs % g].tolist())):
+    ends = zip(members[pairs // g].tolist(), members[pairs % g].tolist(), strict=True)
+    for k, (a, b) in enumerate(ends):
         latency_s, resources = routes.route(a, b)
         latency[k] = latency_s
         listed.append([used.setdefault(r, len(used)) for r in resources])
