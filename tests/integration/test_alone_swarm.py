@@ -162,3 +162,29 @@ def test_groups_that_share_a_member_run_alone_together_as_on_the_clock(
     np.testing.assert_allclose(
         got.extra_tables["groups"]["done_s"], ref.extra_tables["groups"]["done_s"], rtol=RTOL
     )
+
+
+def test_without_numba_the_loop_runs_as_python_with_the_same_floats_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where numba is missing (or its JIT is off) the groups' loop runs as Python: one
+    warning per process names the faster setting, and the run's floats are the
+    compiled loop's, bit for bit."""
+    from sim.engine.netclock import _alone_loop, alone
+    from sim.engine.workload import SlowRunWarning
+
+    data = _scenario().model_dump(mode="json")
+    data["stop"]["max_time"] = 30.0
+    data["peers"]["count"] = 8
+    compiled_run = sim.run(sim.scenario_from_mapping(data), seed=1)
+    monkeypatch.setattr(alone, "_solver", lambda: _alone_loop.solve)
+    monkeypatch.setattr(alone_groups, "compiled", lambda: False)
+    monkeypatch.setattr(alone_groups, "_WARNED", [False])
+    with pytest.warns(SlowRunWarning, match="network.groups_alone: false") as caught:
+        python_run = sim.run(sim.scenario_from_mapping(data), seed=1)
+        sim.run(sim.scenario_from_mapping(data), seed=1)  # once per process
+    assert sum(issubclass(w.category, SlowRunWarning) for w in caught) == 1
+    np.testing.assert_array_equal(python_run.state.x, compiled_run.state.x)
+    for column in compiled_run.metrics.columns:
+        if column != "wall_time_s":
+            assert python_run.metrics[column].tolist() == compiled_run.metrics[column].tolist()

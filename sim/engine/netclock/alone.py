@@ -298,6 +298,11 @@ def _joined(parts: Sequence[Flows]) -> Flows:
     return Flows(**{key: np.concatenate(value) for key, value in columns.items()})
 
 
+def compiled() -> bool:
+    """Whether the loop runs compiled (numba imports and its JIT is on)."""
+    return optional_module("sim.engine.netclock._alone_jit") is not None
+
+
 def _solver() -> Any:
     """The compiled loop where numba imports, else the same source in Python."""
     module = optional_module("sim.engine.netclock._alone_jit")

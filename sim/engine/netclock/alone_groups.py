@@ -27,6 +27,7 @@ bit (:mod:`sim.engine.netclock.alone`; docs/design.md, stop 38).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Generator
 from functools import partial
 from typing import Any
@@ -44,7 +45,9 @@ from sim.engine.netclock.alone import (
     AlonePlan,
     AloneRun,
     LoopState,
+    compiled,
 )  # fmt: skip
+from sim.engine.workload import SlowRunWarning
 from sim.model.churn.lookahead import ChurnLookahead
 from sim.network import FlowNetwork
 from sim.network.flows import timeout_at
@@ -160,6 +163,7 @@ class AloneGroups:
         self.counters, self.delay_s = counters, delay_s
         #: the churn schedule read ahead (None: a change of presence runs the loop again)
         self.churn = churn
+        _warn_if_python()
         self._running: dict[int, _Component] = {}  # by id, in start order
         #: the running components each peer is in (it may have flows left in an old one)
         self._of_peer: dict[int, dict[int, _Component]] = {}
@@ -464,6 +468,27 @@ class AloneGroups:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, np.zeros(0)
         return np.concatenate(src), np.concatenate(dst), np.concatenate(moved)
+
+
+#: Whether :func:`_warn_if_python` has warned in this process.
+_WARNED = [False]
+
+
+def _warn_if_python() -> None:
+    """Say once per process that the groups' loop runs as Python (no numba, or its JIT
+    disabled): the same results, but slower than the clock's events, by ~70× for a
+    large group's flows (docs/design.md, stop 39)."""
+    if _WARNED[0] or compiled():
+        return
+    _WARNED[0] = True
+    warnings.warn(
+        "async groups are timed by a loop that runs as Python here (numba is not "
+        "installed or its JIT is disabled): the same results, but slower than "
+        "network.groups_alone: false (the network clock's events, the same results to "
+        "round-off) for large groups; pip install numba (the extra 'fast') to compile it",
+        SlowRunWarning,
+        stacklevel=2,
+    )
 
 
 def _in_order(change: tuple[float, int, bool]) -> tuple[float, bool, int]:
