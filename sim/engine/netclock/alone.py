@@ -174,9 +174,7 @@ class AlonePlan:
         the state's (they change as it goes on). Raises ValueError for a plan whose
         flows never all end.
         """
-        local = self.local
-        mine = [(float(at), int(local[p]), bool(up)) for at, p, up in changes if local[p] >= 0]
-        state.take(mine)
+        state.take(self._mine(changes))
         loop = state.loop
         done_at, messages, refused = _solver()(
             self.nbytes, *self._fixed, state.gate_left, state.need, *self._rest,
@@ -188,6 +186,16 @@ class AlonePlan:
         return AloneRun(
             sent_at, end_at, outcome, moved, seq, float(done_at), int(messages), int(refused)
         )
+
+    def goes_on(self, state: LoopState, changes: Sequence[tuple[float, int, bool]]) -> bool:
+        """Whether :meth:`advance` can take ``changes`` from ``state``: those it has taken
+        begin them unchanged, and none of the rest comes before the instant it reached."""
+        return state.goes_on(self._mine(changes))
+
+    def _mine(self, changes: Sequence[tuple[float, int, bool]]) -> list[tuple[float, int, bool]]:
+        """``changes`` of the members, with local peers."""
+        local = self.local
+        return [(float(at), int(local[p]), bool(up)) for at, p, up in changes if local[p] >= 0]
 
     def run(
         self,
@@ -227,16 +235,20 @@ class LoopState:
         """The instant the loop has run to."""
         return float(self.loop[4][0])
 
-    def take(self, changes: list[tuple[float, int, bool]]) -> None:
-        """Use ``changes`` (local peers) from now on: those taken already must begin it
-        unchanged, and the rest may not come before now."""
+    def goes_on(self, changes: list[tuple[float, int, bool]]) -> bool:
+        """Whether the loop can go on with ``changes`` (local peers): those taken already
+        begin it unchanged, and the rest do not come before now."""
         taken = int(self.loop[3][4])
         if changes[:taken] != self.changes[:taken]:
-            raise ValueError("AlonePlan.advance: the changes already taken differ")
-        if len(changes) > taken and changes[taken][0] < self.now:
+            return False
+        return len(changes) == taken or changes[taken][0] >= self.now
+
+    def take(self, changes: list[tuple[float, int, bool]]) -> None:
+        """Use ``changes`` (local peers) from now on (:meth:`goes_on`, else ValueError)."""
+        if not self.goes_on(changes):
             raise ValueError(
-                f"AlonePlan.advance: a change at {changes[taken][0]!r} s, before the "
-                f"{self.now!r} s the loop has reached"
+                "AlonePlan.advance: the changes differ from those the loop has taken, or "
+                f"one comes before the {self.now!r} s it has reached"
             )
         if changes != self.changes:
             self.changes = list(changes)

@@ -5,10 +5,12 @@ where nothing but the groups' own flows can use their members' links.
 :meth:`~sim.engine.netclock.NetworkClock.run_group` hands a group here when the clock
 has an :class:`AloneGroups` (``schedule: async`` without shared links, rejoin downloads,
 ``rtt_weighted`` sharing or a trace: :meth:`AloneGroups.fits`) and
-:meth:`AloneGroups.takes` it. The group's flows are timed at once from its start; its
-end is a SimPy timeout at that exact instant. When a member goes down or comes back
-before then, the loop runs again from the start with that change (it is deterministic:
-what happened before is unchanged) and the end moves. A member lost to a group and
+:meth:`AloneGroups.takes` it. The group's flows are timed at once from its start,
+with every change of its members' presence that the churn schedule announces
+(:class:`~sim.model.churn.lookahead.ChurnLookahead`: churn is exogenous); its end is a
+SimPy timeout at that exact instant. A change that was not announced (no read-ahead)
+runs the loop again from the start with that change (it is deterministic: what
+happened before is unchanged) and the end moves. A member lost to a group and
 back before that group ended may join a new group while the old one still has flows
 for it: the two groups then run as one *component*, in one loop from the first one's
 start, whose flows share that member's links (the first group's past is unchanged:
@@ -17,11 +19,11 @@ the second's flows start later).
 What the flows did reaches the network's counters as time passes: at each
 :meth:`settle` (before the counters are read) the sends and ends up to now are counted
 (:meth:`~sim.network.FlowNetwork.count_elsewhere`), and the bytes of the flows in
-flight come from running the loop up to that instant
+flight come from a second run of the loop, advanced from one such instant to the next
 (:attr:`~sim.network.FlowNetwork.elsewhere`).
 
 The instants are those of the network clock piece by piece to round-off, not bit for
-bit (:mod:`sim.engine.netclock.alone`; docs/design.md, stop 38).
+bit (:mod:`sim.engine.netclock.alone`; docs/design.md, stops 38 and 39).
 """
 
 from __future__ import annotations
@@ -455,10 +457,10 @@ class AloneGroups:
         dst: list[np.ndarray] = []
         moved: list[np.ndarray] = []
         for group in self._running.values():
-            live = group.live
-            if live is None or live.now > at_s:
+            live, changes = group.live, group.changes
+            if live is None or live.now > at_s or not group.alone.goes_on(live, changes):
                 live = group.live = group.alone.start(group.present)
-            run = group.alone.advance(live, group.changes, until=at_s)
+            run = group.alone.advance(live, changes, until=at_s)
             # sent, not refused, not counted as ended: in flight then, or ended uncounted
             moving = np.flatnonzero((run.seq >= 0) & ~group.ends_counted & (run.outcome != REFUSED))
             src.append(group.alone.src[moving])
