@@ -54,7 +54,14 @@ from sim.model.churn.lookahead import ChurnLookahead
 from sim.network import FlowNetwork
 from sim.network.flows import timeout_at
 
-_ENDED = np.array([DELIVERED, FAILED, TIMED_OUT], dtype=np.int8)
+
+def _ended(outcome: np.ndarray) -> np.ndarray:
+    """Which flows were sent as flows and ended (delivered, failed, timed out: the
+    outcomes 1 to 3, not refused or broken)."""
+    return (outcome >= DELIVERED) & (outcome <= TIMED_OUT)
+
+
+assert (DELIVERED, FAILED, TIMED_OUT) == (1, 2, 3)  # the range _ended tests
 
 
 class _Part:
@@ -438,7 +445,7 @@ class AloneGroups:
             group.sends_counted[sent] = True
         else:
             refused = 0
-        ended = ~group.ends_counted & (run.end_at <= until) & np.isin(run.outcome, _ENDED)
+        ended = ~group.ends_counted & (run.end_at <= until) & _ended(run.outcome)
         done = np.flatnonzero(ended)
         if sent.size or done.size:
             done = done[np.lexsort((run.seq[done], run.end_at[done]))]
@@ -504,4 +511,4 @@ def _sends_after(comp: _Component, peer: int, now: float) -> bool:
     ending later)."""
     run, alone = comp.run, comp.alone
     mine = (alone.src == peer) | (alone.dst == peer)
-    return bool((mine & np.isin(run.outcome, _ENDED) & (run.end_at > now)).any())
+    return bool((mine & _ended(run.outcome) & (run.end_at > now)).any())

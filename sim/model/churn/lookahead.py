@@ -90,7 +90,8 @@ class ChurnLookahead:
         lo = int(np.searchsorted(self._at, after_s, side="right"))
         hi = int(np.searchsorted(self._at, until_s, side="right"))
         peer = self._peer[lo:hi]
-        where = np.flatnonzero(np.isin(peer, members, assume_unique=False))
+        slot = np.minimum(np.searchsorted(members, peer), max(members.size - 1, 0))
+        where = np.flatnonzero(members[slot] == peer) if members.size else slot[:0]
         at, up = self._at[lo:hi], self._up[lo:hi]
         return [(float(at[k]), int(peer[k]), bool(up[k])) for k in where.tolist()]
 
