@@ -76,14 +76,30 @@ class _Part:
         self.comp: _Component | None = None
 
 
+class _Order:
+    """A component's run's flows in the order they are counted: by send instant
+    (``by_send``, ``send_times``) and, those sent as flows that ended, by end instant
+    then send order (``ends``, ``end_times``); how many of each are counted so far."""
+
+    __slots__ = ("by_send", "end_times", "ends", "ends_done", "send_times", "sends_done")
+
+    def __init__(
+        self, by_send: np.ndarray, send_times: np.ndarray, ends: np.ndarray, end_times: np.ndarray
+    ) -> None:
+        self.by_send, self.send_times, self.ends, self.end_times = (
+            by_send, send_times, ends, end_times,
+        )  # fmt: skip
+        self.sends_done = self.ends_done = 0
+
+
 class _Component:
     """Groups running alone together (one, unless a member joined a second before the
     first ended): the loop over their flows, presence at the start, the changes of
     presence seen since and those the churn schedule announces up to ``horizon``, the
     run they give, what of it is counted, and each group's end."""
 
-    __slots__ = ("alone", "ends_counted", "expected", "horizon", "live", "parts", "present",
-                 "run", "seen", "sends_counted", "version", "waiting")  # fmt: skip
+    __slots__ = ("alone", "ends_counted", "expected", "horizon", "live", "order", "parts",
+                 "present", "run", "seen", "sends_counted", "version", "waiting")  # fmt: skip
 
     def __init__(self) -> None:
         self.parts: list[_Part] = []
@@ -103,6 +119,9 @@ class _Component:
         #: the bytes in flight at a sample; None: not asked since the last start)
         self.run: AloneRun
         self.live: LoopState | None = None
+        #: ``run``'s sends and ends in time order, and how far they are counted (None:
+        #: not sorted since the last run)
+        self.order: _Order | None = None
 
     @property
     def changes(self) -> list[tuple[float, int, bool]]:
@@ -371,7 +390,7 @@ class AloneGroups:
                 c for c in churn.ahead(members, math.nextafter(now, -math.inf), comp.horizon)
                 if c[0] > now or present[c[1]] != c[2]
             ]  # fmt: skip
-        comp.live = None
+        comp.live = comp.order = None
         state = comp.alone.start(comp.present)  # (dropped at the end: the run keeps its
         while True:  # outputs, and the loop's book-keeping is half its memory)
             comp.run = comp.alone.advance(state, comp.changes, until=comp.horizon)
@@ -437,7 +456,21 @@ class AloneGroups:
     def _count(self, group: _Component, until: float) -> None:
         """Count the group's sends and ends up to ``until`` not counted yet."""
         run, counters = group.run, self.counters
-        sent = np.flatnonzero(~group.sends_counted & (run.sent_at <= until))
+        order = group.order
+        if order is None:  # the run's sends, and its ends in (instant, send order) order
+            by_send = np.argsort(run.sent_at, kind="stable")  # never sent (NaN): last
+            ends = np.flatnonzero(_ended(run.outcome))
+            ends = ends[np.lexsort((run.seq[ends], run.end_at[ends]))]
+            order = group.order = _Order(by_send, run.sent_at[by_send], ends, run.end_at[ends])
+        # from where the last count stopped (a flow counted before a new run is skipped)
+        hi = int(np.searchsorted(order.send_times, until, side="right"))
+        sent = order.by_send[order.sends_done : hi]
+        sent = sent[~group.sends_counted[sent]]
+        order.sends_done = hi
+        hi = int(np.searchsorted(order.end_times, until, side="right"))
+        done = order.ends[order.ends_done : hi]
+        done = done[~group.ends_counted[done]]
+        order.ends_done = hi
         if sent.size:
             refused = int(np.count_nonzero(run.outcome[sent] == REFUSED))
             counters.messages += sent.size
@@ -445,10 +478,7 @@ class AloneGroups:
             group.sends_counted[sent] = True
         else:
             refused = 0
-        ended = ~group.ends_counted & (run.end_at <= until) & _ended(run.outcome)
-        done = np.flatnonzero(ended)
         if sent.size or done.size:
-            done = done[np.lexsort((run.seq[done], run.end_at[done]))]
             alone = group.alone
             delivered = int(np.count_nonzero(run.outcome[done] == DELIVERED))
             self.net.count_elsewhere(
