@@ -15,7 +15,6 @@ arithmetic gives the same float.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Iterable, Iterator
 
@@ -40,7 +39,6 @@ class ChurnLookahead:
         self._steps: Iterator[ChurnChange] = iter(steps)
         self._drawn: deque[ChurnChange] = deque()  # drawn ahead, not yet handed out
         self._clock = float(start_s)  # the process's now after the last step drawn
-        self._last_s = -math.inf  # the instant the last step drawn applies at
         self._done = False  # the schedule has no step left
         # every change drawn and not forgotten, in time order: instant, peer, up
         self._at = np.zeros(0)
@@ -70,7 +68,6 @@ class ChurnLookahead:
         delay_s = change.time_s - self._clock
         if delay_s > 0:
             self._clock = self._clock + delay_s
-        self._last_s = self._clock
         self._drawn.append(change)
         peers = np.r_[change.down, change.up].astype(np.intp)
         if peers.size:
@@ -84,7 +81,7 @@ class ChurnLookahead:
         """The changes of ``members`` (sorted peers) that apply after ``after_s`` and by
         ``until_s``, as (instant, peer, up) in the order the process applies them; each
         step's downs come before its ups. Draws the schedule that far."""
-        while not self._done and self._last_s <= until_s:
+        while not self._done and self._clock <= until_s:
             self._draw()
         self._gather()
         lo = int(np.searchsorted(self._at, after_s, side="right"))
