@@ -7,7 +7,16 @@ For the Laplacian Λ = Σ_edges λ_ij (e_i − e_j)(e_i − e_j)ᵀ of a graph w
 - χ₂ = ½·max over edges of R_ij = (e_i − e_j)ᵀ Λ⁺ (e_i − e_j), half the largest
   effective resistance of an edge (conductances λ_ij).
 
-Methods, per connected component of n peers:
+Methods:
+
+- ``circulant``: a connected circulant graph (peer i joined to i ± d mod n for each
+  offset d of a set, every edge of one offset at one rate: the ring, the complete graph,
+  the exponential graph on 2^k peers) has the closed-form spectrum
+  λ_k = Σ_{d ∈ N(0)} w_d·2·sin²(π·(k·d mod n)/n) over peer 0's neighbours N(0), and an
+  edge (0, d) the resistance R_d = (1/n)·Σ_{k≥1} 4·sin²(π·(k·d mod n)/n)/λ_k. O(n·|N(0)|),
+  exact to round-off, whatever n. (sin², not 1 − cos, which cancels for small k.)
+
+Otherwise, per connected component of n peers:
 
 - ``dense`` (n ≤ :data:`DENSE_MAX_PEERS`): one symmetric eigendecomposition gives λ₂
   and Λ⁺, hence every R_ij. O(n³).
@@ -66,8 +75,10 @@ def graph_constants(
     n_peers: int,
     transitive: bool = False,
     dense_max: int = DENSE_MAX_PEERS,
+    closed_form: bool = True,
 ) -> GraphConstants:
-    """χ₁ and χ₂ of the rate-weighted graph (NaN for both when it has no edge).
+    """χ₁ and χ₂ of the rate-weighted graph (NaN for both when it has no edge); a
+    connected circulant graph in closed form unless ``closed_form`` is False.
 
     Edges with rate 0 are left out (``inf`` for both when every rate is 0: nothing
     mixes). χ₁ and χ₂ are computed on the rates scaled exactly to a largest in [½, 1),
@@ -83,6 +94,9 @@ def graph_constants(
         edges, rates, transitive = edges[ringing], rates[ringing], False
     scale = math.ldexp(1.0, math.frexp(float(rates.max()))[1])  # a power of two
     rates = rates / scale
+    circulant = _circulant(edges, rates, n_peers) if closed_form else None
+    if circulant is not None:
+        return GraphConstants(circulant[0] / scale, circulant[1] / scale, "circulant")
     count, label = connected_components(laplacian(edges, rates, n_peers), directed=False)
     nodes_by = np.split(np.argsort(label, kind="stable"), np.cumsum(np.bincount(label))[:-1])
     edge_label = label[edges[:, 0]]
@@ -101,6 +115,60 @@ def graph_constants(
         methods.add("dense" if dense else "sparse")
     # Python floats: an overflow gives inf, without numpy's RuntimeWarning
     return GraphConstants(chi1 / scale, chi2 / scale, "+".join(sorted(methods)))
+
+
+def circulant_offsets(
+    edges: np.ndarray, rates: np.ndarray, n: int
+) -> list[tuple[int, float, int]] | None:
+    """When the graph is circulant (every edge {i, i + d mod n} of an offset class
+    {d, n − d} there exactly once, all at one rate), its classes as (d ≤ n/2, rate,
+    peer 0's neighbours in the class: 2, or 1 for d = n/2); else None."""
+    if n < 3 or edges.shape[0] == 0:
+        return None
+    i, j = edges[:, 0].astype(np.int64), edges[:, 1].astype(np.int64)
+    forward = (j - i) % n
+    offset = np.minimum(forward, n - forward)  # the class {d, n − d}, by its smaller
+    if np.any(offset == 0):
+        return None
+    start = np.where(forward == offset, i, j)  # the edge is {start, start + offset}
+    half = 2 * offset == n  # {i, i + n/2} is one edge for the starts i and i + n/2
+    start = np.where(half, start % max(1, n // 2), start)
+    counts = np.bincount(offset, minlength=n // 2 + 1)
+    classes = np.flatnonzero(counts)
+    want = np.where(2 * classes == n, n // 2, n)
+    if not np.array_equal(counts[classes], want):
+        return None
+    if np.unique(offset * n + start).size != edges.shape[0]:  # an edge twice
+        return None
+    order = np.argsort(offset, kind="stable")
+    first = np.cumsum(counts[classes]) - counts[classes]
+    by_class = rates[order]
+    if not np.array_equal(by_class, np.repeat(by_class[first], counts[classes])):
+        return None
+    return [
+        (d, rate, 1 if 2 * d == n else 2)
+        for d, rate in zip(classes.tolist(), by_class[first].tolist(), strict=True)
+    ]
+
+
+def _circulant(edges: np.ndarray, rates: np.ndarray, n: int) -> tuple[float, float] | None:
+    """(χ₁, χ₂) of a connected circulant graph in closed form (module docstring), on
+    rates already scaled; None when the graph is not circulant or not connected."""
+    classes = circulant_offsets(edges, rates, n)
+    if classes is None:
+        return None
+    k = np.arange(1, n, dtype=np.int64)
+    spectrum = np.zeros(n - 1)
+    for d, rate, neighbours in classes:  # 1 − cos(2πkd/n) = 2·sin²(π·(kd mod n)/n)
+        spectrum += (2.0 * neighbours * rate) * np.sin(np.pi * ((k * d) % n) / n) ** 2
+    lambda2 = float(spectrum.min())
+    if not lambda2 > 0:  # disconnected: the components' own spectra tell
+        return None
+    largest = 0.0  # R_d = R_{n−d}: one class, one sum
+    for d, _, _ in classes:
+        resistance = np.sum(4.0 * np.sin(np.pi * ((k * d) % n) / n) ** 2 / spectrum) / n
+        largest = max(largest, float(resistance))
+    return 1 / lambda2, largest / 2
 
 
 def _dense(lap: sp.csr_matrix, edges: np.ndarray) -> tuple[float, float]:
