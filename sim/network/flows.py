@@ -416,6 +416,7 @@ class FlowNetwork(Streams):
     def count_elsewhere(
         self,
         started: int,
+        members: np.ndarray,
         src: np.ndarray,
         dst: np.ndarray,
         moved: np.ndarray,
@@ -424,18 +425,18 @@ class FlowNetwork(Streams):
     ) -> None:
         """Count flows timed outside this network, on links none of its flows use:
         ``started`` more flows sent (they take ids, as :meth:`send` would), and flows that
-        ended, each having moved ``moved[k]`` bytes ``src[k] → dst[k]`` (added in this
-        order), ``completed`` of them delivered and ``failed`` failed."""
+        ended, each having moved ``moved[k]`` bytes ``members[src[k]] → members[dst[k]]``
+        (``members``: distinct peers; added in this order), ``completed`` of them
+        delivered and ``failed`` failed."""
         self.flows_started += started
         moved = np.asarray(moved, dtype=np.float64)
-        for totals, peers in ((self._out, src), (self._in, dst)):
+        peers = members.tolist()
+        for totals, local in ((self._out, src), (self._in, dst)):
             # each peer's additions in order (ufunc.at is unbuffered and goes in index
-            # order): the floats of a loop over the flows, at a Python step per peer
-            listed, where = np.unique(peers, return_inverse=True)
-            listed_peers = listed.tolist()
-            acc = np.array([totals[p] for p in listed_peers], dtype=np.float64)
-            np.add.at(acc, where, moved)
-            for p, total in zip(listed_peers, acc.tolist(), strict=True):
+            # order): the floats of a loop over the flows, at a Python step per member
+            acc = np.array([totals[p] for p in peers], dtype=np.float64)
+            np.add.at(acc, local, moved)
+            for p, total in zip(peers, acc.tolist(), strict=True):
                 totals[p] = total
         self.flows_completed += completed
         self.flows_failed += failed

@@ -144,7 +144,9 @@ class AlonePlan:
             after_ptr, after_idx, next_piece, behind_ptr, behind_idx,
         )  # fmt: skip
         self._counts = (gate_left, need)
-        self._rest = (rel_flow, rel_at, cap, local[src], local[dst])
+        #: each flow's ends as indices into :attr:`members`
+        self.src_local, self.dst_local = local[src], local[dst]
+        self._rest = (rel_flow, rel_at, cap, self.src_local, self.dst_local)
 
     def start(self, present: np.ndarray) -> LoopState:
         """The loop at ``t0`` (nothing run yet); ``present`` (n_peers,) bool: who is

@@ -458,10 +458,7 @@ class AloneGroups:
         run, counters = group.run, self.counters
         order = group.order
         if order is None:  # the run's sends, and its ends in (instant, send order) order
-            by_send = np.argsort(run.sent_at, kind="stable")  # never sent (NaN): last
-            ends = np.flatnonzero(_ended(run.outcome))
-            ends = ends[np.lexsort((run.seq[ends], run.end_at[ends]))]
-            order = group.order = _Order(by_send, run.sent_at[by_send], ends, run.end_at[ends])
+            order = group.order = _in_time_order(run)
         # from where the last count stopped (a flow counted before a new run is skipped)
         hi = int(np.searchsorted(order.send_times, until, side="right"))
         sent = order.by_send[order.sends_done : hi]
@@ -482,8 +479,8 @@ class AloneGroups:
             alone = group.alone
             delivered = int(np.count_nonzero(run.outcome[done] == DELIVERED))
             self.net.count_elsewhere(
-                sent.size - refused, alone.src[done], alone.dst[done], run.moved[done],
-                delivered, done.size - delivered,
+                sent.size - refused, alone.members, alone.src_local[done],
+                alone.dst_local[done], run.moved[done], delivered, done.size - delivered,
             )  # fmt: skip
             group.ends_counted[done] = True
 
@@ -528,6 +525,19 @@ def _warn_if_python() -> None:
         SlowRunWarning,
         stacklevel=2,
     )
+
+
+def _in_time_order(run: AloneRun) -> _Order:
+    """``run``'s flows by send instant (its send order: the loop's clock only moves on;
+    never sent: last), and those that ended by (end instant, send order)."""
+    seq = run.seq
+    sent = seq >= 0
+    by_send = np.empty(seq.size, dtype=np.int64)
+    by_send[seq[sent]] = np.flatnonzero(sent)
+    by_send[np.count_nonzero(sent) :] = np.flatnonzero(~sent)
+    ends = by_send[_ended(run.outcome[by_send])]  # in send order
+    ends = ends[np.argsort(run.end_at[ends], kind="stable")]
+    return _Order(by_send, run.sent_at[by_send], ends, run.end_at[ends])
 
 
 def _in_order(change: tuple[float, int, bool]) -> tuple[float, bool, int]:
