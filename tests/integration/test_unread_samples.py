@@ -88,17 +88,6 @@ def test_estimates_bound_the_variance_only_when_they_are_moderate():
     assert not observer.variance_is_finite(np.array([[np.nan, 0.0]]))
     assert not observer.variance_is_finite(np.array([[np.inf, 0.0]]))
     assert not observer.variance_is_finite(np.zeros((0, 3)))
-    # float64 in one pass, by Σx²: bounded elements whose squares sum past the bound
-    # are only "unsure" (the full statistics then tell)
-    assert not observer.variance_is_finite(np.array([[1e100, 1e100]]))
-    assert observer.variance_is_finite(np.array([[7e99, -7e99]]))
-    # other dtypes and strided views by their extremes
-    assert observer.variance_is_finite(np.array([[1e30, -1e30]], dtype=np.float32))
-    assert not observer.variance_is_finite(np.array([[1.0, np.nan]], dtype=np.float32))
-    strided = np.array([[1e100, 5.0], [np.inf, 6.0]])[:, 1:]
-    assert not strided.flags.c_contiguous
-    assert observer.variance_is_finite(strided)
-    assert not observer.variance_is_finite(np.array([[1.0, np.inf], [2.0, 3.0]])[:, 1:])
 
 
 def test_the_bound_reads_array_api_arrays_too():

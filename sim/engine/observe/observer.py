@@ -278,17 +278,10 @@ FINITE_BOUND = 1e100
 def variance_is_finite(estimate: Any) -> bool:
     """True when every estimate is finite and at most :data:`FINITE_BOUND` in magnitude,
     so that :func:`~sim.engine.recorder.statistics` gives a finite ``var``; False when
-    unsure (a NaN or inf, a huge value, no element): then the statistics tell.
-
-    A contiguous float64 numpy array is checked in one pass, by its sum of squares:
-    Σx² ≤ FINITE_BOUND² bounds every element (a NaN or inf makes it NaN or inf, and a
-    larger sum, even of bounded elements, only means unsure)."""
+    unsure (a NaN or inf, a huge value, no element): then the statistics tell."""
     if estimate.size == 0:
         return False
     if type(estimate) is np.ndarray:
-        if estimate.dtype == np.float64 and estimate.flags.c_contiguous:
-            flat = estimate.reshape(-1)
-            return float(np.dot(flat, flat)) <= FINITE_BOUND * FINITE_BOUND
         top, bottom = float(estimate.max()), float(estimate.min())
     else:
         xp = array_namespace(estimate)
