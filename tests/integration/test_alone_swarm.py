@@ -62,9 +62,9 @@ def _run(
         finally:
             inside[0] = False
 
-    def timed(groups: Any, comp: Any) -> None:
+    def timed(groups: Any, comp: Any, background: bool = False) -> None:
         seen["timed again"] += inside[0]  # a change the loop did not have
-        timing(groups, comp)
+        timing(groups, comp, background)
 
     def taking(groups: Any, plan: Any) -> bool:
         small = plan.members.size <= groups.MAX_MEMBERS
@@ -125,6 +125,46 @@ def test_a_swarm_whose_groups_run_alone_runs_as_on_the_clock(
                 np.testing.assert_allclose(mine[column], theirs[column], rtol=RTOL, atol=0.0)
             else:
                 assert mine[column].tolist() == theirs[column].tolist(), (name, column)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_groups_timed_by_worker_threads_give_the_same_run_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """Every new group's loop on a worker thread (``BACKGROUND_FLOWS`` 1), its ends
+    armed at its wake instant, gives the run of every loop timed at once, bit for bit:
+    members going down and back, timeouts, rows every two seconds."""
+    if not alone_groups.compiled():
+        pytest.skip("the loop runs as Python here: no worker threads")
+    groups_cls = alone_groups.AloneGroups
+    wake = groups_cls._wake
+    woken = [0]
+
+    def waking(groups: Any, comp: Any, now: float, least: float) -> float:
+        at = wake(groups, comp, now, least)
+        woken[0] += at < float("inf")
+        return at
+
+    def run(count: int) -> Any:
+        with monkeypatch.context() as patch:
+            patch.setattr(NetworkClock, "groups_alone", True)
+            patch.setattr(groups_cls, "WORKERS", count)
+            patch.setattr(groups_cls, "BACKGROUND_FLOWS", 1)
+            patch.setattr(groups_cls, "_wake", waking)
+            return sim.run(_scenario(), seed=2)
+
+    ref = run(0)
+    assert woken[0] == 0
+    got = run(workers)
+    assert woken[0] > 10, woken  # groups timed in the background
+    assert got.summary["flows_timed_out"] > 0
+    for key, value in ref.summary.items():
+        if key != "wall_time_s":
+            assert got.summary[key] == value, key
+    np.testing.assert_array_equal(got.state.x, ref.state.x)
+    assert got.metrics.equals(ref.metrics)
+    for name in ("traffic", "groups", "steps"):
+        assert got.extra_tables[name].equals(ref.extra_tables[name]), name
 
 
 def test_groups_that_share_a_member_run_alone_together_as_on_the_clock(

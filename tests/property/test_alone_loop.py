@@ -131,6 +131,22 @@ def test_a_loop_stopped_and_resumed_gives_the_run_of_one_call(
                                                         whole.refused)  # fmt: skip
 
 
+@settings(max_examples=300, deadline=None)
+@given(group_flow_plans())
+def test_a_group_with_every_member_present_lasts_at_least_its_least_duration(
+    plan: dict[str, Any],
+) -> None:
+    """:meth:`AlonePlan.least_duration`, the bound before which the background timing
+    arms a group's ends (``AloneGroups._wake``, at half of it): with every member present
+    and none going down, the last flow ends no earlier (its bytes through its busiest
+    resource, or a timeout; REL_EPS of a size may be left)."""
+    net = FlowNetwork(simpy.Environment(), *_net_args(plan))
+    t0 = plan["t0"]
+    one = AlonePlan([(_flows(plan), t0)], net)
+    run = one.run(np.ones_like(plan["present"]))
+    assert run.done_at - t0 >= one.least_duration() * (1 - 1e-9)
+
+
 def _python(plan: dict[str, Any]) -> Any:
     from sim.engine.netclock import alone
 

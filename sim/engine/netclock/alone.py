@@ -189,6 +189,21 @@ class AlonePlan:
             sent_at, end_at, outcome, moved, seq, float(done_at), int(messages), int(refused)
         )
 
+    def least_duration(self) -> float:
+        """A lower bound of the time from ``t0`` to the last flow's end when no flow is
+        refused, fails or times out (then every byte goes through): the most bytes any
+        resource carries ÷ its capacity (rates sharing it never add up to more), or the
+        shortest ``timeout_s``, whichever is less; 0 without bytes."""
+        res, timeout, cap = self._fixed[1], self._fixed[2], self._rest[2]
+        used = res >= 0
+        if self.nbytes.size == 0 or not used.any():
+            return 0.0
+        weights = np.broadcast_to(self.nbytes[:, None], res.shape)[used]
+        carried = np.bincount(res[used], weights=weights, minlength=cap.size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            seconds = np.where(carried > 0, carried / cap, 0.0)
+        return min(float(seconds.max()), float(timeout.min()))
+
     def goes_on(self, state: LoopState, changes: Sequence[tuple[float, int, bool]]) -> bool:
         """Whether :meth:`advance` can take ``changes`` from ``state``: those it has taken
         begin them unchanged, and none of the rest comes before the instant it reached."""

@@ -29,8 +29,10 @@ bit (:mod:`sim.engine.netclock.alone`; docs/design.md, stops 38 and 39).
 from __future__ import annotations
 
 import math
+import os
 import warnings
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -98,8 +100,9 @@ class _Component:
     presence seen since and those the churn schedule announces up to ``horizon``, the
     run they give, what of it is counted, and each group's end."""
 
-    __slots__ = ("alone", "ends_counted", "expected", "horizon", "live", "order", "parts",
-                 "present", "run", "seen", "sends_counted", "version", "waiting")  # fmt: skip
+    __slots__ = ("_run", "alone", "ends_counted", "expected", "horizon", "live", "order",
+                 "parts", "pending", "present", "seen", "sends_counted", "version",
+                 "waiting", "wake")  # fmt: skip
 
     def __init__(self) -> None:
         self.parts: list[_Part] = []
@@ -115,13 +118,25 @@ class _Component:
         #: groups whose process has not yet seen their end
         self.waiting = 0
         self.alone: AlonePlan
-        #: the loop run to the end (``run``), and one run only as far as asked (``live``,
-        #: the bytes in flight at a sample; None: not asked since the last start)
-        self.run: AloneRun
+        #: the loop run to the end (:attr:`run`), and one run only as far as asked
+        #: (``live``, the bytes in flight at a sample; None: not asked since the last start)
+        self._run: AloneRun
         self.live: LoopState | None = None
+        #: while a worker thread times it: what gives :attr:`run` (it waits for the
+        #: worker), and the instant before its first end when its ends are armed
+        self.pending: Callable[[], AloneRun] | None = None
+        self.wake = math.inf
         #: ``run``'s sends and ends in time order, and how far they are counted (None:
         #: not sorted since the last run)
         self.order: _Order | None = None
+
+    @property
+    def run(self) -> AloneRun:
+        """The loop run to the end (waiting for the worker thread timing it, if one is)."""
+        if self.pending is not None:
+            finish, self.pending = self.pending, None
+            self._run = finish()
+        return self._run
 
     @property
     def changes(self) -> list[tuple[float, int, bool]]:
@@ -177,6 +192,13 @@ class AloneGroups:
     #: How far ahead (s) a component first reads the churn schedule for its members; it
     #: reads as far again each time its flows outlast what it has read.
     HORIZON_S = 300.0
+    #: Worker threads that time a new group's loop while the simulation goes on (the
+    #: loop, compiled, runs without the GIL): None, as many as the machine has cores, at
+    #: most 2; 0: every loop runs at once, in the simulation's thread. The results are
+    #: the same either way (docs/design.md, stop 40).
+    WORKERS: int | None = None
+    #: Groups of fewer flows are timed at once (a hand-off costs more than their loop).
+    BACKGROUND_FLOWS = 1024
 
     def __init__(
         self,
@@ -264,7 +286,7 @@ class AloneGroups:
         joined = self._sharing(members)
         comp = self._merge(joined) if joined else _Component()
         comp.add(part, self.present, self.net, self.delay_s)
-        self._time(comp)
+        self._time(comp, background=len(comp.parts) == 1)
         self._running.pop(id(comp), None)
         self._running[id(comp)] = comp  # last: in order of their latest group
         for peer in comp.alone.members.tolist():
@@ -374,32 +396,79 @@ class AloneGroups:
             if id(comp) in self._running:
                 self._join_if_shared(comp, now)
 
-    def _time(self, comp: _Component) -> None:
+    def _time(self, comp: _Component, background: bool = False) -> None:
         """Run ``comp``'s loop from its start until its last flow has ended, with the
         changes seen so far and those the churn schedule announces from now on, read
-        further each time the flows outlast it."""
+        further each time the flows outlast it. With ``background``, a large new group
+        whose end cannot come before :meth:`_wake` is timed by a worker thread while
+        the simulation goes on (:attr:`_Component.run` waits for it); the schedule is
+        then read twice as far as the group's least duration at first."""
         now = float(self.env.now)
         churn, members = self.churn, comp.alone.members
+        pool = _pool(self.WORKERS) if background else None
+        least = comp.alone.least_duration() if pool is not None else 0.0
         if churn is None:
             comp.expected, comp.horizon = [], math.inf
         else:
             churn.forget_before(now)
-            comp.horizon = now + self.HORIZON_S
+            comp.horizon = now + max(self.HORIZON_S, 2 * least)
             present = self.present  # a change due now may have been applied already
             comp.expected = [
                 c for c in churn.ahead(members, math.nextafter(now, -math.inf), comp.horizon)
                 if c[0] > now or present[c[1]] != c[2]
             ]  # fmt: skip
-        comp.live = comp.order = None
+        comp.live = comp.order = comp.pending = None
+        comp.wake = math.inf
         state = comp.alone.start(comp.present)  # (dropped at the end: the run keeps its
-        while True:  # outputs, and the loop's book-keeping is half its memory)
-            comp.run = comp.alone.advance(state, comp.changes, until=comp.horizon)
-            if comp.run.done_at < math.inf:
-                return
+        # outputs, and the loop's book-keeping is half its memory)
+        wake = self._wake(comp, now, least) if pool is not None else math.inf
+        if pool is not None and wake < math.inf:
+            future = pool.submit(_background, comp.alone, state, comp.changes, comp.horizon)
+            comp.pending = partial(self._joined, comp, now, future)
+            comp.wake = wake
+            return
+        run = comp.alone.advance(state, comp.changes, until=comp.horizon)
+        comp._run = self._timed(comp, state, now, run)
+
+    def _joined(
+        self, comp: _Component, now: float, future: Future[tuple[AloneRun, LoopState | None]]
+    ) -> AloneRun:
+        """``comp``'s run once the worker timing it is done (and taken to the end here,
+        when its flows outlast what the worker had of the churn schedule)."""
+        run, state = future.result()
+        return run if state is None else self._timed(comp, state, now, run)
+
+    def _timed(self, comp: _Component, state: LoopState, now: float, run: AloneRun) -> AloneRun:
+        """``comp``'s run to the end from ``run``, its loop's run until its horizon: read
+        the churn schedule further and go on while its flows outlast what it has read
+        (``now``: when the timing started)."""
+        churn, members = self.churn, comp.alone.members
+        while run.done_at == math.inf:
             assert churn is not None
             later = comp.horizon + max(self.HORIZON_S, comp.horizon - now)
             comp.expected += churn.ahead(members, comp.horizon, later)
             comp.horizon = later
+            run = comp.alone.advance(state, comp.changes, until=comp.horizon)
+        return run
+
+    def _wake(self, comp: _Component, now: float, least: float) -> float:
+        """An instant before the end of ``comp``'s new group (a single one, its start
+        now), at which its end is armed; ``inf``: none found, time it at once.
+
+        Until a member is absent, goes down or a flow times out, no flow is refused,
+        fails or is cut: then the group cannot end before its busiest resource has
+        carried its bytes (``least``, :meth:`AlonePlan.least_duration`, the shortest
+        timeout included). With every member present now, half of the least of that
+        time, the first announced change of a member and the horizon read comes before
+        its end, whatever the loop finds."""
+        alone = comp.alone
+        if comp.seen or alone.nbytes.size < self.BACKGROUND_FLOWS:
+            return math.inf
+        if not comp.present[alone.members].all():
+            return math.inf
+        first = comp.expected[0][0] if comp.expected else math.inf
+        span = min(least, first - now, comp.horizon - now)
+        return now + span / 2 if span > 0 else math.inf
 
     def _join_if_shared(self, comp: _Component, now: float) -> None:
         """After ``comp`` ran again: a member of it that joined a group elsewhere once its
@@ -438,8 +507,20 @@ class AloneGroups:
 
     def _arm(self, comp: _Component) -> None:
         """Each group's end not yet reached: a timeout at the instant its last flow ends
-        (an earlier one is void)."""
+        (an earlier one is void); while a worker times it, one at its wake instant
+        that arms them then (:meth:`_wake`)."""
         comp.version += 1
+        if comp.pending is not None:
+            timer = timeout_at(self.env, comp.wake)
+            timer.callbacks.append(partial(self._woken, comp, comp.version))
+            return
+        self._arm_ends(comp)
+
+    def _woken(self, comp: _Component, version: int, _event: Any) -> None:
+        if version == comp.version:
+            self._arm_ends(comp)
+
+    def _arm_ends(self, comp: _Component) -> None:
         end_at = comp.run.end_at
         for part in comp.parts:
             if part.end.triggered:
@@ -504,6 +585,36 @@ class AloneGroups:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, np.zeros(0)
         return np.concatenate(src), np.concatenate(dst), np.concatenate(moved)
+
+
+def _background(
+    alone: AlonePlan, state: LoopState, changes: list[tuple[float, int, bool]], until: float
+) -> tuple[AloneRun, LoopState | None]:
+    """A worker thread's part (:meth:`AloneGroups._time`): the loop run until ``until``,
+    and its state if its flows outlast it (else dropped: half the memory of a run)."""
+    run = alone.advance(state, changes, until=until)
+    return run, (state if run.done_at == math.inf else None)
+
+
+#: The worker threads of this process (:func:`_pool`): (executor, its size, pid).
+_POOL: list[Any] = [None, 0, 0]
+
+
+def _pool(workers: int | None) -> ThreadPoolExecutor | None:
+    """This process's worker threads for loops timed in the background: ``workers`` of
+    them (None: as many as the machine has cores, at most 2); None where there are none
+    (0 asked, one core, or the loop runs as Python, holding the GIL). A process forked
+    from one with workers makes its own."""
+    size = min(2, os.cpu_count() or 1) if workers is None else workers
+    if size < 1 or (workers is None and size < 2) or not compiled():
+        return None
+    executor, made, pid = _POOL
+    if executor is None or made != size or pid != os.getpid():
+        if executor is not None and pid == os.getpid():
+            executor.shutdown(wait=True)
+        executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="avsim-loop")
+        _POOL[:] = [executor, size, os.getpid()]
+    return executor
 
 
 #: Whether :func:`_warn_if_python` has warned in this process.
