@@ -195,11 +195,12 @@ class AlonePlan:
         resource carries ÷ its capacity (rates sharing it never add up to more), or the
         shortest ``timeout_s``, whichever is less; 0 without bytes."""
         res, timeout, cap = self._fixed[1], self._fixed[2], self._rest[2]
-        used = res >= 0
-        if self.nbytes.size == 0 or not used.any():
+        if self.nbytes.size == 0 or cap.size == 0:
             return 0.0
-        weights = np.broadcast_to(self.nbytes[:, None], res.shape)[used]
-        carried = np.bincount(res[used], weights=weights, minlength=cap.size)
+        carried = np.zeros(cap.size + 1)
+        for w in range(res.shape[1]):  # -1 (no resource) into bin 0, left out
+            carried += np.bincount(res[:, w] + 1, weights=self.nbytes, minlength=cap.size + 1)
+        carried = carried[1:]
         with np.errstate(divide="ignore", invalid="ignore"):
             seconds = np.where(carried > 0, carried / cap, 0.0)
         return min(float(seconds.max()), float(timeout.min()))
