@@ -93,15 +93,22 @@ class ShareCache:
     def __init__(self, bandwidth: np.ndarray, reducer: np.ndarray, dim: int, balance: bool) -> None:
         self.bandwidth, self.reducer, self.dim, self.balance = bandwidth, reducer, dim, balance
         self._cache: dict[bytes, np.ndarray] = {}
+        #: the butterfly layouts of groups of two, by part sizes
+        #: (:func:`protocols._moshpit_net.plan_groups`)
+        self.layouts: dict[bytes, Any] = {}
 
     def counts(self, members: np.ndarray) -> np.ndarray | None:
         """(g,) coordinates each member reduces; None when no member can reduce."""
         b, can = self.bandwidth[members], self.reducer[members]
         order = np.lexsort((can, b))
-        key = b[order].tobytes() + can[order].tobytes()
+        b, can = b[order], can[order]
+        if members.size <= 2:  # every split takes one time: only who can reduce tells
+            key = b"two" + (b > 0).tobytes() + can.tobytes()
+        else:
+            key = b.tobytes() + can.tobytes()
         sorted_counts = self._cache.get(key)
         if sorted_counts is None:
-            sorted_counts = self._solve(b[order], can[order])
+            sorted_counts = self._solve(b, can)
             self._cache[key] = sorted_counts
         if sorted_counts.size == 0:
             return None

@@ -137,45 +137,83 @@ def plan_groups(
         counts = shares.counts(members)
         if counts is None:
             continue
-        bounds, reducer, first_piece, width = setup.pieces(counts)
-        plan = _butterfly(members, bounds, reducer, first, width)
-        chunks.append(_flows(plan, first_piece, gate, start_s, setup))
+        layout = _layout(counts, shares, setup)
+        plan = Butterfly(
+            members, layout.bounds, layout.reducer, layout.piece, layout.sender, first,
+            layout.width,
+        )  # fmt: skip
+        chunks.append(_flows(plan, layout, gate, start_s))
         plans.append(plan)
         first += 2 * plan.n_requests
-        gate += bounds.shape[0]
+        gate += layout.bounds.shape[0]
     return plans, _concat(chunks)
 
 
-def _butterfly(
-    members: np.ndarray, bounds: np.ndarray, reducer: np.ndarray, first: int, width: np.ndarray
-) -> Butterfly:
-    g = members.size
+@dataclass(frozen=True)
+class _Layout:
+    """What a group's butterfly and flows are for its part sizes, whoever its members:
+    the pieces (:meth:`ButterflySetup.pieces`), each request's piece and sender, the
+    request each request follows in its stream (-1: none; numbered from 0), and the
+    flows' bytes, timeouts and streamed flags. Read-only: groups of two share one."""
+
+    bounds: np.ndarray
+    reducer: np.ndarray
+    width: np.ndarray
+    piece: np.ndarray
+    sender: np.ndarray
+    receiver: np.ndarray  # (K,) position of request k's reducer
+    previous: np.ndarray  # (K,) request k follows (0 … K − 1), -1: none
+    nbytes: np.ndarray  # (2K,)
+    timeout_s: np.ndarray  # (2K,)
+    streamed: np.ndarray  # (2K,)
+    none: np.ndarray  # (K,) -1
+
+
+def _layout(counts: np.ndarray, shares: ShareCache, setup: ButterflySetup) -> _Layout:
+    """The layout of a group with these part sizes; a group of two (its parts depend
+    only on who may reduce: :meth:`ShareCache.counts`) reuses the one of its sizes."""
+    key = counts.tobytes() if counts.size <= 2 else None
+    if key is not None and key in shares.layouts:
+        return shares.layouts[key]
+    bounds, reducer, first_piece, width = setup.pieces(counts)
+    g = counts.size
     piece, sender = np.nonzero(np.arange(g)[None, :] != reducer[:, None])
-    return Butterfly(members, bounds, reducer, piece, sender, first, width)
-
-
-def _flows(
-    plan: Butterfly, first_piece: np.ndarray, gate0: int, start_s: float, setup: ButterflySetup
-) -> Flows:
-    g, k = plan.members.size, plan.n_requests
-    piece, sender = plan.piece, plan.sender
-    index = np.full((plan.bounds.shape[0], g), -1, dtype=np.intp)
-    index[piece, sender] = plan.first + np.arange(k)
+    k = piece.size
+    index = np.full((bounds.shape[0], g), -1, dtype=np.intp)
+    index[piece, sender] = np.arange(k)
     previous = np.where(first_piece[piece], -1, index[np.maximum(piece - 1, 0), sender])
-    piece_bytes = setup.wire.nbytes(plan.width, setup.itemsize)
-    peer_s, peer_r = plan.members[sender], plan.members[plan.reducer[piece]]
-    none = np.full(k, -1, dtype=np.intp)
+    piece_bytes = setup.wire.nbytes(width, setup.itemsize)
+    layout = _Layout(
+        bounds=bounds, reducer=reducer, width=width, piece=piece, sender=sender,
+        receiver=reducer[piece], previous=previous,
+        nbytes=np.tile(piece_bytes[piece], 2),
+        timeout_s=np.repeat([setup.sender_timeout_s, setup.reducer_timeout_s], k),
+        streamed=np.tile(previous >= 0, 2), none=np.full(k, -1, dtype=np.intp),
+    )  # fmt: skip
+    for array in vars(layout).values():
+        array.flags.writeable = False
+    if key is not None:
+        shares.layouts[key] = layout
+    return layout
+
+
+def _flows(plan: Butterfly, layout: _Layout, gate0: int, start_s: float) -> Flows:
+    k, first = plan.n_requests, plan.first
+    chained = layout.previous >= 0
+    previous = np.where(chained, layout.previous + first, -1)
+    peer_s, peer_r = plan.members[layout.sender], plan.members[layout.receiver]
+    none = layout.none
     return Flows(
         src=np.concatenate([peer_s, peer_r]),
         dst=np.concatenate([peer_r, peer_s]),
-        nbytes=np.tile(piece_bytes[piece], 2),
-        opens=np.concatenate([gate0 + piece, none]),
-        waits=np.concatenate([none, gate0 + piece]),
-        after=np.concatenate([previous, plan.first + np.arange(k)]),
+        nbytes=layout.nbytes,
+        opens=np.concatenate([gate0 + layout.piece, none]),
+        waits=np.concatenate([none, gate0 + layout.piece]),
+        after=np.concatenate([previous, first + np.arange(k)]),
         start_s=np.full(2 * k, start_s),
-        timeout_s=np.repeat([setup.sender_timeout_s, setup.reducer_timeout_s], k),
-        streamed=np.tile(previous >= 0, 2),
-        previous=np.concatenate([none, np.where(previous >= 0, previous + k, -1)]),
+        timeout_s=layout.timeout_s,
+        streamed=layout.streamed,
+        previous=np.concatenate([none, np.where(chained, previous + k, -1)]),
     )
 
 
