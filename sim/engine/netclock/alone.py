@@ -330,7 +330,7 @@ def _joined(parts: Sequence[Flows]) -> Flows:
 
 def compiled() -> bool:
     """Whether the loop runs compiled (numba imports and its JIT is on)."""
-    return optional_module("sim.engine.netclock._alone_jit") is not None
+    return _solver() is not _alone_loop.solve
 
 
 def _solver() -> Any:

@@ -40,6 +40,7 @@ import numpy as np
 import simpy
 
 from protocols.contract import Flows, GroupPlan
+from sim.core.cpus import usable_cpus
 from sim.core.errors import SimulationError
 from sim.engine.netclock.alone import (
     DELIVERED,
@@ -193,8 +194,8 @@ class AloneGroups:
     #: reads as far again each time its flows outlast what it has read.
     HORIZON_S = 300.0
     #: Worker threads that time a new group's loop while the simulation goes on (the
-    #: loop, compiled, runs without the GIL): None, as many as the machine has cores, at
-    #: most 2; 0: every loop runs at once, in the simulation's thread. The results are
+    #: loop, compiled, runs without the GIL): None, 2 where the process may use two CPUs
+    #: or more; 0: every loop runs at once, in the simulation's thread. The results are
     #: the same either way (docs/design.md, stop 40).
     WORKERS: int | None = None
     #: Groups of fewer flows are timed at once (a hand-off costs more than their loop).
@@ -602,18 +603,19 @@ _POOL: list[Any] = [None, 0, 0]
 
 def _pool(workers: int | None) -> ThreadPoolExecutor | None:
     """This process's worker threads for loops timed in the background: ``workers`` of
-    them (None: as many as the machine has cores, at most 2); None where there are none
-    (0 asked, one core, or the loop runs as Python, holding the GIL). A process forked
-    from one with workers makes its own."""
-    size = min(2, os.cpu_count() or 1) if workers is None else workers
-    if size < 1 or (workers is None and size < 2) or not compiled():
+    them (None: 2 where this process may use two CPUs or more); None where there are
+    none (0 asked, one CPU, or the loop runs as Python, holding the GIL). A process
+    forked from one with workers makes its own."""
+    if workers is None:  # a worker beside the simulation's thread needs a second CPU
+        workers = 2 if usable_cpus() >= 2 else 0
+    if workers < 1 or not compiled():
         return None
     executor, made, pid = _POOL
-    if executor is None or made != size or pid != os.getpid():
+    if executor is None or made != workers or pid != os.getpid():
         if executor is not None and pid == os.getpid():
             executor.shutdown(wait=True)
-        executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="avsim-loop")
-        _POOL[:] = [executor, size, os.getpid()]
+        executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="avsim-loop")
+        _POOL[:] = [executor, workers, os.getpid()]
     return executor
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from sim.core.cpus import usable_cpus
 from sim.core.errors import AvsimError, Interrupted, ScenarioError
 
 #: Modules the fork server imports once, so that every worker starts warm (a run
@@ -134,10 +135,7 @@ def execute(
 
 def default_workers() -> int:
     """One worker per CPU this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return usable_cpus()
 
 
 def _pool(tasks: Sequence[Task], workers: int) -> Iterator[tuple[int, Outcome]]:
