@@ -181,7 +181,9 @@ def apply_events(
     if module is not None:
         last = _compiled_events(module, x, x_tilde, times, i, j, eta, alpha_tilde)
         if eta > 0:  # a2cid2_mix's operations, in the same order
-            module.mix_rows(x, x_tilde, mix_coefficient(end - last, eta).astype(x.dtype))
+            module.mix_rows(
+                x, x_tilde, mix_coefficient(end - last, eta).astype(x.dtype, copy=False)
+            )
         return x, x_tilde
     last = np.zeros(x.shape[0])
     for wave in waves(i, j):
@@ -244,17 +246,18 @@ def _compiled_events(
     """
     k = i.size
     elapsed, last = module.event_since(times, i, j, x.shape[0])
-    c = mix_coefficient(np.concatenate((times, times)) - elapsed, eta)
+    c = mix_coefficient(elapsed, eta)
     nonzero = c != 0
-    if nonzero.all() or not nonzero.any():
-        mixed = np.full(k, bool(nonzero.any()))
+    count = np.count_nonzero(nonzero)
+    if count in (0, c.size):
+        mixed = np.full(k, count > 0)
     else:
         level = wave_levels(i, j)
         mixes = np.zeros(int(level.max()) + 1, dtype=bool)
         np.logical_or.at(mixes, np.concatenate((level, level)), nonzero)
         mixed = mixes[level]
     dtype = x.dtype
-    c = c.astype(dtype)
+    c = c.astype(dtype, copy=False)
     half, alpha = dtype.type(0.5), dtype.type(alpha_tilde)
     module.exchange_events(x, x_tilde, i, j, c[:k], c[k:], mixed, half, alpha)
     return last

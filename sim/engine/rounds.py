@@ -59,7 +59,8 @@ class RoundsEngine(Engine):
         """One round per unit of simulated time until a stop rule fires."""
         done = self.observe(self.exists.copy(), first=True)
         while not done:
-            self._round_churn(self.churn.present(self.rounds), self.churn.exists)
+            if self.training is not None or not self.churn.steady(self.rounds):
+                self._round_churn(self.churn.present(self.rounds), self.churn.exists)
             if self.training is not None:
                 self.training.before_round(self.present)
             self.tracker.begin_round(float(self.rounds))
@@ -77,7 +78,12 @@ class RoundsEngine(Engine):
             self.report(progress)
 
     def _round_churn(self, present: np.ndarray, exists: np.ndarray | None) -> None:
-        """The round's presence and membership, and the rejoin of returning peers."""
+        """The round's presence and membership, and the rejoin of returning peers.
+
+        Skipped (by :meth:`process`) while the churn is steady and there is no workload:
+        nobody changed, so nobody returns, and only a workload's loss trail hears of a
+        change that changed nobody (:attr:`~sim.engine.observe.tracker.Tracker.on_change`).
+        """
         exists = self.exists if exists is None else exists
         changed = np.flatnonzero((present != self.present) | (exists != self.exists))
 

@@ -36,17 +36,25 @@ def exchange_events(
 
     Event k first mixes each end forward (when ``mixed[k]``): with s = c·(x̃ − x),
     x ← x + s, x̃ ← x̃ − s; then, with m = x_i − x_j: x_i −= ½m, x_j += ½m,
-    x̃_i −= α̃m, x̃_j += α̃m.
+    x̃_i −= α̃m, x̃_j += α̃m. Each column's operations depend on that column alone, so
+    both ends' mixing and the exchange go in one pass over the columns (the same
+    operations on each element, in the same order); i_k ≠ j_k (graphs are simple).
     """
     dim = x.shape[1]
     for k in range(i.size):
         a, b = i[k], j[k]
-        if mixed[k]:
+        if mixed[k]:  # both ends forward, then the exchange, one pass
             ca, cb = c_i[k], c_j[k]
             for d in range(dim):
-                x[a, d], x_tilde[a, d] = _forward(x[a, d], x_tilde[a, d], ca)
-            for d in range(dim):
-                x[b, d], x_tilde[b, d] = _forward(x[b, d], x_tilde[b, d], cb)
+                ea, ta = _forward(x[a, d], x_tilde[a, d], ca)
+                eb, tb = _forward(x[b, d], x_tilde[b, d], cb)
+                m = ea - eb
+                move, kick = half * m, alpha * m
+                x[a, d] = ea - move
+                x[b, d] = eb + move
+                x_tilde[a, d] = ta - kick
+                x_tilde[b, d] = tb + kick
+            continue
         for d in range(dim):
             m = x[a, d] - x[b, d]
             move, kick = half * m, alpha * m
@@ -68,24 +76,25 @@ def mix_rows(x: Any, x_tilde: Any, c: Any) -> None:
 
 @numba.njit(cache=True, nogil=True)
 def event_since(times: Any, i: Any, j: Any, n_peers: int) -> tuple[Any, Any]:
-    """For the events (i_k, j_k) at ``times``, in order: the time of each end's previous
-    event (ends i then j; 0.0 where it has none), and each peer's latest event time (0.0:
-    none). Copies of ``times``' values: the same numbers a sort by peer finds."""
+    """For the events (i_k, j_k) at ``times``, in order: the time since each end's
+    previous event (ends i then j; since 0.0 where it has none), and each peer's latest
+    event time (0.0: none). Each is t_k − t_prev, the subtraction numpy does on the same
+    two numbers."""
     k = times.size
-    since = np.zeros(2 * k)
+    elapsed = np.empty(2 * k)
     previous = np.zeros(n_peers)
     last = np.zeros(n_peers)
     for e in range(k):
         t, a, b = times[e], i[e], j[e]
-        since[e] = previous[a]
+        elapsed[e] = t - previous[a]
         previous[a] = t
-        since[e + k] = previous[b]
+        elapsed[e + k] = t - previous[b]
         previous[b] = t
         if t > last[a]:
             last[a] = t
         if t > last[b]:
             last[b] = t
-    return since, last
+    return elapsed, last
 
 
 @numba.njit(cache=True, nogil=True)

@@ -250,6 +250,35 @@ def test_present_at_agrees_with_replaying_the_steps(churn):
             np.testing.assert_array_equal(sampled.present_at(middle_s), state)
 
 
+SLOW = [  # steps further apart than a round: steady rounds between them
+    NoChurn(),
+    ExponentialChurn(model="exponential", mtbf=400.0, mttr=30.0),
+    WavesChurn(model="waves", rate=0.1, fraction=0.3, duration=2.5),
+]
+
+
+@pytest.mark.parametrize("churn", MODELS + SLOW, ids=lambda c: f"{c.model}{c in SLOW}")
+def test_a_steady_round_has_the_presence_last_read(churn):
+    """The rounds clock skips its churn step in a steady round: it must be one whose
+    presence is the last read's, and a round after a step (an empty one too) is not."""
+    rounds = build_round_churn(churn, 30, np.random.default_rng(8))
+    replay = build_schedule(churn, 30, np.random.default_rng(8))
+    assert not rounds.steady(0)  # nothing read yet
+    last, steady_seen = rounds.present(0), 0
+    np.testing.assert_array_equal(last, replay.present_at(0.0))
+    for t in range(1, 60):
+        step_in_round = replay.steps_due(float(t))
+        replay.present_at(float(t))
+        if rounds.steady(t):
+            assert not step_in_round
+            steady_seen += 1
+            continue
+        assert step_in_round
+        last = rounds.present(t)
+        np.testing.assert_array_equal(last, replay.present_at(float(t)))
+    assert steady_seen > 0 or churn not in SLOW
+
+
 def test_present_at_only_moves_forward():
     schedule = build_schedule(MODELS[1], 4, np.random.default_rng(0))
     schedule.present_at(3.0)

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import simpy
-from array_api_compat import array_namespace
 
 from protocols.base import Protocol
 from protocols.contract import State
@@ -38,6 +37,7 @@ from sim.engine.observe.targets import Targets
 from sim.engine.observe.tracker import Masks, Now, Tracker
 from sim.engine.observe.training import TrainingProbe
 from sim.engine.recorder import Recorder, Sample, statistics
+from sim.kernels.bounds import all_within
 from sim.model.scenario.models import Scenario
 from sim.model.training import Trainer
 
@@ -279,11 +279,4 @@ def variance_is_finite(estimate: Any) -> bool:
     """True when every estimate is finite and at most :data:`FINITE_BOUND` in magnitude,
     so that :func:`~sim.engine.recorder.statistics` gives a finite ``var``; False when
     unsure (a NaN or inf, a huge value, no element): then the statistics tell."""
-    if estimate.size == 0:
-        return False
-    if type(estimate) is np.ndarray:
-        top, bottom = float(estimate.max()), float(estimate.min())
-    else:
-        xp = array_namespace(estimate)
-        top, bottom = float(xp.max(estimate)), float(xp.min(estimate))
-    return max(abs(top), abs(bottom)) <= FINITE_BOUND  # NaN compares False
+    return all_within(estimate, FINITE_BOUND)

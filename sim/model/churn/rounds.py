@@ -30,6 +30,7 @@ class RoundChurn:
     def __init__(self, schedule: ChurnSchedule) -> None:
         self.schedule = schedule
         self.n_peers = schedule.n_peers
+        self._read = False
 
     @property
     def exists(self) -> np.ndarray | None:
@@ -39,7 +40,13 @@ class RoundChurn:
 
     def present(self, t: int) -> np.ndarray:
         """(n_peers,) bool mask of the peers present in round ``t`` (non-decreasing t)."""
+        self._read = True
         return self.schedule.present_at(float(t))
+
+    def steady(self, t: int) -> bool:
+        """True when presence and membership in round ``t`` are those :meth:`present` and
+        :attr:`exists` last gave: a round was read, and no step falls after it up to t."""
+        return self._read and not self.schedule.steps_due(float(t))
 
 
 def build_round_churn(

@@ -90,6 +90,11 @@ class ChurnSchedule:
         self._now_s = t_s
         return self._up.copy()
 
+    def steps_due(self, t_s: float) -> bool:
+        """True when a step not yet consumed falls at or before ``t_s`` (an empty one
+        included): False means the state at ``t_s`` is the current one."""
+        return self._peek_s() <= t_s
+
     def _advance(self) -> ChurnChange:
         time_s, peers, up_after = self._pop()
         was_up = self._up[peers]
