@@ -45,6 +45,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import eigsh, splu
 
+from sim.core.sets import unique_ints
+
 #: Largest component handled by a dense eigendecomposition.
 DENSE_MAX_PEERS = 512
 #: Right-hand sides per block of sparse resistance solves.
@@ -138,7 +140,7 @@ def circulant_offsets(
     want = np.where(2 * classes == n, n // 2, n)
     if not np.array_equal(counts[classes], want):
         return None
-    if np.unique(offset * n + start).size != edges.shape[0]:  # an edge twice
+    if unique_ints(offset * n + start).size != edges.shape[0]:  # an edge twice
         return None
     order = np.argsort(offset, kind="stable")
     first = np.cumsum(counts[classes]) - counts[classes]

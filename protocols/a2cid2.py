@@ -95,6 +95,7 @@ from protocols._edge_clocks import (
 from protocols._spectra import GraphConstants, graph_constants
 from protocols.contract import Context, RoundStats, RowValues, RowWatcher, RunEnv, State
 from sim.core.optional import optional_module
+from sim.core.sets import unique_ints
 from sim.kernels import a2cid2_exchange, a2cid2_mix, mix_coefficient
 from sim.kernels._xp import namespace, take_rows
 from sim.kernels.compression import IDENTITY, WireLike, as_wire
@@ -505,7 +506,7 @@ class A2cid2(EdgeClockProtocol):
     def sync_rows(self, state: State, rows: np.ndarray, now: float) -> None:
         """Bring peers ``rows`` forward to ``now`` (a fetch then copies the source as of
         now, whenever it was last brought forward)."""
-        self.forward(state, np.unique(rows), now)
+        self.forward(state, unique_ints(rows), now)
 
     def sync(self, state: State, now: float) -> None:
         """Bring every peer forward to ``now`` (network clock; the engine calls it before

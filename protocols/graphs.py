@@ -41,6 +41,7 @@ from protocols._common import Probability
 from protocols.base import ProtocolParams
 from protocols.contract import Context
 from sim.core.errors import ScenarioError
+from sim.core.sets import unique_ints
 
 TopologyName = Literal[
     "ring", "torus", "complete", "random_regular", "exponential", "erdos_renyi", "file"
@@ -246,7 +247,7 @@ def _simple(u: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
     """The simple graph of the pairs (u_k, v_k) of peers below ``n``: (E, 2) intp,
     u < v, sorted, no self-loops or repeats (one int64 key u·n + v per pair)."""
     low, high = np.minimum(u, v).astype(np.int64), np.maximum(u, v).astype(np.int64)
-    keys = np.unique((low * n + high)[low != high])
+    keys = unique_ints((low * n + high)[low != high])
     return np.stack(np.divmod(keys, max(n, 1)), axis=1).astype(np.intp).reshape(-1, 2)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from protocols._solo_exchanges.exchange import Batch, Segment, segment_waves
 from protocols._solo_exchanges.planner import SegmentPlanner
 from protocols._solo_exchanges.timing import next_interfering
+from sim.core.sets import unique_ints
 
 
 class WatchedSegments(SegmentPlanner):
@@ -83,7 +84,7 @@ class WatchedSegments(SegmentPlanner):
         order = np.argsort(at, kind="stable")
         position = np.empty(order.size, dtype=np.intp)
         position[order] = np.arange(order.size)
-        self._restore = self._save_rows(np.unique(pairs))
+        self._restore = self._save_rows(unique_ints(pairs))
         shape = (order.size, 2, state.x.shape[1])
         before = np.empty(shape, dtype=state.x.dtype) if watcher.needs_before else None
         # decaying rows (A²CiD²): each row's trajectory a − e^(−ρ(t − end))·d after it,

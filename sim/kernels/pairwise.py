@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from sim.core.optional import optional_module
+from sim.core.sets import unique_ints
 from sim.kernels._xp import namespace, take_rows, to_backend
 from sim.kernels.compression import IDENTITY, Wire, WireLike, as_wire, wire_for
 
@@ -189,7 +190,7 @@ def _check_disjoint(i: np.ndarray, j: np.ndarray) -> None:
     if i.shape != j.shape:
         raise ValueError(f"i and j must have the same length, got {i.size} and {j.size}")
     both = np.concatenate((i, j))
-    if np.unique(both).size != both.size:
+    if unique_ints(both).size != both.size:
         raise ValueError("pairs must be disjoint: a row appears in more than one pair")
 
 

@@ -42,6 +42,7 @@ import simpy
 from protocols.contract import Flows, GroupPlan
 from sim.core.cpus import usable_cpus
 from sim.core.errors import SimulationError
+from sim.core.sets import unique_ints
 from sim.engine.netclock.alone import (
     DELIVERED,
     FAILED,
@@ -155,7 +156,7 @@ class _Component:
             for old in self.parts:
                 known[old.flows.src] = True
                 known[old.flows.dst] = True
-            peers = np.unique(np.r_[part.flows.src, part.flows.dst])
+            peers = unique_ints(np.r_[part.flows.src, part.flows.dst])
             new = peers[~known[peers]]
             self.present[new] = present[new]
         self.parts.append(part)

@@ -38,6 +38,7 @@ import numpy as np
 from protocols.base import Protocol
 from protocols.contract import RowValues, State
 from sim.core.backend import to_numpy
+from sim.core.sets import unique_ints
 from sim.engine.observe.decaying import Decaying
 from sim.engine.observe.moments import Moments, Norms, moments_of
 from sim.engine.observe.replay import Batched, Replay
@@ -221,7 +222,7 @@ class Tracker(Decaying, Batched, Segmented):
                 self.on_change()
             return
         self.advance(self.now()[1])
-        rows = np.unique(rows)
+        rows = unique_ints(rows)
         old = self.values(rows)
         apply()
         new = self.values(rows)

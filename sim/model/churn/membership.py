@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from sim.core.sets import unique_ints
 from sim.model.churn.schedule import ChurnChange, ChurnSchedule
 from sim.model.scenario.churn import PopulationChange
 
@@ -76,7 +77,7 @@ class MembershipSchedule(ChurnSchedule):
             self._leaves.pop(0)
             self._left = self._leave()
             touched.append(self._left)
-        peers = np.unique(np.concatenate(touched)).astype(np.intp)
+        peers = unique_ints(np.concatenate(touched)).astype(np.intp)
         return time_s, peers, self.base._up[peers] & self.exists[peers]
 
     def _leave(self) -> np.ndarray:

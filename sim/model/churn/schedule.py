@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.errors import ScenarioError
+from sim.core.sets import unique_ints
 from sim.model.churn.trace import Trace, load_trace
 from sim.model.scenario import churn as sections
 
@@ -264,7 +265,7 @@ class WavesSchedule(ChurnSchedule):
             self._ends.append((end_s, hit))
             self._next_wave_s = time_s + self._rng.exponential(self._gap_s)
             touched.append(hit)
-        peers = np.unique(np.concatenate(touched))
+        peers = unique_ints(np.concatenate(touched))
         return time_s, peers, self._until_s[peers] <= time_s
 
 
