@@ -40,7 +40,7 @@ import numpy as np
 import simpy
 
 from protocols.contract import Flows, GroupPlan
-from sim.core.cpus import usable_cpus
+from sim.core.cpus import loop_threads
 from sim.core.errors import SimulationError
 from sim.core.sets import unique_ints
 from sim.engine.netclock.alone import (
@@ -195,9 +195,10 @@ class AloneGroups:
     #: reads as far again each time its flows outlast what it has read.
     HORIZON_S = 300.0
     #: Worker threads that time a new group's loop while the simulation goes on (the
-    #: loop, compiled, runs without the GIL): None, 2 where the process may use two CPUs
-    #: or more; 0: every loop runs at once, in the simulation's thread. The results are
-    #: the same either way (docs/design.md, stop 40).
+    #: loop, compiled, runs without the GIL): None, ``AVSIM_LOOP_THREADS`` when set, else
+    #: 2 where the process may use two CPUs or more (:func:`sim.core.cpus.loop_threads`);
+    #: 0: every loop runs at once, in the simulation's thread. The results are the same
+    #: either way (docs/design.md, stop 40).
     WORKERS: int | None = None
     #: Groups of fewer flows are timed at once (a hand-off costs more than their loop).
     BACKGROUND_FLOWS = 1024
@@ -215,6 +216,8 @@ class AloneGroups:
         self.counters, self.delay_s = counters, delay_s
         #: the churn schedule read ahead (None: a change of presence runs the loop again)
         self.churn = churn
+        #: worker threads for large groups' loops (:attr:`WORKERS`, read at the start)
+        self.workers = loop_threads() if self.WORKERS is None else self.WORKERS
         _warn_if_python()
         self._running: dict[int, _Component] = {}  # by id, in start order
         #: the running components each peer is in (it may have flows left in an old one)
@@ -407,7 +410,7 @@ class AloneGroups:
         then read twice as far as the group's least duration at first."""
         now = float(self.env.now)
         churn, members = self.churn, comp.alone.members
-        pool = _pool(self.WORKERS) if background else None
+        pool = _pool(self.workers) if background else None
         least = comp.alone.least_duration() if pool is not None else 0.0
         if churn is None:
             comp.expected, comp.horizon = [], math.inf
@@ -602,13 +605,10 @@ def _background(
 _POOL: list[Any] = [None, 0, 0]
 
 
-def _pool(workers: int | None) -> ThreadPoolExecutor | None:
+def _pool(workers: int) -> ThreadPoolExecutor | None:
     """This process's worker threads for loops timed in the background: ``workers`` of
-    them (None: 2 where this process may use two CPUs or more); None where there are
-    none (0 asked, one CPU, or the loop runs as Python, holding the GIL). A process
-    forked from one with workers makes its own."""
-    if workers is None:  # a worker beside the simulation's thread needs a second CPU
-        workers = 2 if usable_cpus() >= 2 else 0
+    them; None where there are none (0 asked, or the loop runs as Python, holding the
+    GIL). A process forked from one with workers makes its own."""
     if workers < 1 or not compiled():
         return None
     executor, made, pid = _POOL
