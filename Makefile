@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SCENARIO ?= scenarios/quickstart.yaml
+# test processes (pytest-xdist); CI's machine has 2 cores
+TEST_WORKERS ?= 2
 # hivemind (Moshpit's reference averager) and CPU torch: a venv of their own for the cross-check
 HIVEMIND_VENV := .venv-hivemind
 HIVEMIND_PIP := $(HIVEMIND_VENV)/bin/python -m pip install --quiet
@@ -20,7 +22,7 @@ run: $(STAMP)
 	$(BIN)/avsim run $(SCENARIO) --force
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m 'not slow and not bench and not crosscheck' -x -q
