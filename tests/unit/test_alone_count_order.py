@@ -1,5 +1,5 @@
 """The order in which a group alone's sends and ends are counted
-(``alone_groups._in_time_order``): its sends by the loop's send order, whose instants
+(``alone_parts.in_time_order``): its sends by the loop's send order, whose instants
 never go back, and its ends by (end instant, send order). Checked against the sorts it
 replaced, on runs with ties in both instants."""
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.engine.netclock.alone import AloneRun
-from sim.engine.netclock.alone_groups import _ended, _in_time_order
+from sim.engine.netclock.alone_parts import ended, in_time_order
 
 
 @st.composite
@@ -34,9 +34,9 @@ def runs(draw):
 @settings(max_examples=200, deadline=None)
 @given(runs())
 def test_counting_order_is_that_of_the_sorts(run):
-    order = _in_time_order(run)
+    order = in_time_order(run)
     by_send = np.argsort(run.sent_at, kind="stable")  # the sorts it replaced
-    ends = np.flatnonzero(_ended(run.outcome))
+    ends = np.flatnonzero(ended(run.outcome))
     ends = ends[np.lexsort((run.seq[ends], run.end_at[ends]))]
     np.testing.assert_array_equal(order.ends, ends)
     np.testing.assert_array_equal(order.end_times, run.end_at[ends])

@@ -24,153 +24,34 @@ flight come from a second run of the loop, advanced from one such instant to the
 
 The instants are those of the network clock piece by piece to round-off, not bit for
 bit (:mod:`sim.engine.netclock.alone`; docs/design.md, stops 38 and 39).
+
+A group's part, a component and the order in which its sends and ends are counted are in
+:mod:`sim.engine.netclock.alone_parts`; the worker threads that time large groups in the
+background in :mod:`sim.engine.netclock.loop_pool`.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import warnings
-from collections.abc import Callable, Generator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Generator
+from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
 import numpy as np
 import simpy
 
-from protocols.contract import Flows, GroupPlan
+from protocols.contract import GroupPlan
 from sim.core.cpus import loop_threads
 from sim.core.errors import SimulationError
-from sim.core.sets import unique_ints
-from sim.engine.netclock.alone import (
-    DELIVERED,
-    FAILED,
-    REFUSED,
-    TIMED_OUT,
-    AlonePlan,
-    AloneRun,
-    LoopState,
-    compiled,
-)  # fmt: skip
+from sim.engine.netclock import loop_pool as threads
+from sim.engine.netclock.alone import DELIVERED, REFUSED, AloneRun, LoopState, compiled
+from sim.engine.netclock.alone_parts import Component, Part, in_time_order, sends_after
 from sim.engine.workload import SlowRunWarning
 from sim.model.churn.lookahead import ChurnLookahead
 from sim.network import FlowNetwork
 from sim.network.flows import timeout_at
-
-
-def _ended(outcome: np.ndarray) -> np.ndarray:
-    """Which flows were sent as flows and ended (delivered, failed, timed out: the
-    outcomes 1 to 3, not refused or broken)."""
-    return (outcome >= DELIVERED) & (outcome <= TIMED_OUT)
-
-
-assert (DELIVERED, FAILED, TIMED_OUT) == (1, 2, 3)  # the range _ended tests
-
-
-class _Part:
-    """One group of a component: its plan, flows, start, component, where its flows are
-    in the component's arrays, and its end."""
-
-    __slots__ = ("comp", "end", "flows", "span", "t0")
-
-    def __init__(self, flows: Flows, t0: float, end: simpy.Event) -> None:
-        self.flows, self.t0, self.end = flows, t0, end
-        self.span = (0, 0)
-        self.comp: _Component | None = None
-
-
-class _Order:
-    """A component's run's flows in the order they are counted: by send instant
-    (``by_send``, ``send_times``) and, those sent as flows that ended, by end instant
-    then send order (``ends``, ``end_times``); how many of each are counted so far."""
-
-    __slots__ = ("by_send", "end_times", "ends", "ends_done", "send_times", "sends_done")
-
-    def __init__(
-        self, by_send: np.ndarray, send_times: np.ndarray, ends: np.ndarray, end_times: np.ndarray
-    ) -> None:
-        self.by_send, self.send_times, self.ends, self.end_times = (
-            by_send, send_times, ends, end_times,
-        )  # fmt: skip
-        self.sends_done = self.ends_done = 0
-
-
-class _Component:
-    """Groups running alone together (one, unless a member joined a second before the
-    first ended): the loop over their flows, presence at the start, the changes of
-    presence seen since and those the churn schedule announces up to ``horizon``, the
-    run they give, what of it is counted, and each group's end."""
-
-    __slots__ = ("_run", "alone", "ends_counted", "expected", "horizon", "live", "order",
-                 "parts", "pending", "present", "seen", "sends_counted", "version",
-                 "waiting", "wake")  # fmt: skip
-
-    def __init__(self) -> None:
-        self.parts: list[_Part] = []
-        #: the changes of its members' presence seen since the start (instant, peer, up)
-        self.seen: list[tuple[float, int, bool]] = []
-        #: those announced and not seen yet, up to ``horizon``
-        self.expected: list[tuple[float, int, bool]] = []
-        self.horizon = 0.0
-        self.present = np.zeros(0, dtype=bool)
-        self.sends_counted = np.zeros(0, dtype=bool)
-        self.ends_counted = np.zeros(0, dtype=bool)
-        self.version = 0
-        #: groups whose process has not yet seen their end
-        self.waiting = 0
-        self.alone: AlonePlan
-        #: the loop run to the end (:attr:`run`), and one run only as far as asked
-        #: (``live``, the bytes in flight at a sample; None: not asked since the last start)
-        self._run: AloneRun
-        self.live: LoopState | None = None
-        #: while a worker thread times it: what gives :attr:`run` (it waits for the
-        #: worker), and the instant before its first end when its ends are armed
-        self.pending: Callable[[], AloneRun] | None = None
-        self.wake = math.inf
-        #: ``run``'s sends and ends in time order, and how far they are counted (None:
-        #: not sorted since the last run)
-        self.order: _Order | None = None
-
-    @property
-    def run(self) -> AloneRun:
-        """The loop run to the end (waiting for the worker thread timing it, if one is)."""
-        if self.pending is not None:
-            finish, self.pending = self.pending, None
-            self._run = finish()
-        return self._run
-
-    @property
-    def changes(self) -> list[tuple[float, int, bool]]:
-        """Every change the loop takes: those seen, then those announced."""
-        return self.seen + self.expected
-
-    def add(self, part: _Part, present: np.ndarray, net: FlowNetwork, delay_s: Any) -> None:
-        """Join ``part`` (``present``: who is present now), with a new loop. Its
-        peers new to the component have no flow before now: their presence now is their
-        presence at the component's start, for the loop."""
-        if not self.parts:
-            self.present = present.copy()
-        else:
-            known = np.zeros(present.size, dtype=bool)
-            for old in self.parts:
-                known[old.flows.src] = True
-                known[old.flows.dst] = True
-            peers = unique_ints(np.r_[part.flows.src, part.flows.dst])
-            new = peers[~known[peers]]
-            self.present[new] = present[new]
-        self.parts.append(part)
-        self.waiting += 1
-        n = part.flows.src.size
-        self.sends_counted = np.r_[self.sends_counted, np.zeros(n, dtype=bool)]
-        self.ends_counted = np.r_[self.ends_counted, np.zeros(n, dtype=bool)]
-        self.plan(net, delay_s)
-
-    def plan(self, net: FlowNetwork, delay_s: Any) -> None:
-        """The loop over its groups' flows (:class:`AlonePlan`), each group's place in it."""
-        self.alone = AlonePlan([(p.flows, p.t0) for p in self.parts], net, delay_s)
-        for p, span in zip(self.parts, self.alone.bounds, strict=True):
-            p.span, p.comp = span, self
 
 
 class AloneGroups:
@@ -219,9 +100,9 @@ class AloneGroups:
         #: worker threads for large groups' loops (:attr:`WORKERS`, read at the start)
         self.workers = loop_threads() if self.WORKERS is None else self.WORKERS
         _warn_if_python()
-        self._running: dict[int, _Component] = {}  # by id, in start order
+        self._running: dict[int, Component] = {}  # by id, in start order
         #: the running components each peer is in (it may have flows left in an old one)
-        self._of_peer: dict[int, dict[int, _Component]] = {}
+        self._of_peer: dict[int, dict[int, Component]] = {}
         #: the peers in groups running on the clock's events, and in how many
         self._events: dict[int, int] = {}
         net.elsewhere.append(self._progress)
@@ -249,14 +130,14 @@ class AloneGroups:
         small = limit is None or len(members) <= limit
         return small and not any(m in self._events for m in members)
 
-    def _sharing(self, members: list[int]) -> list[_Component]:
+    def _sharing(self, members: list[int]) -> list[Component]:
         """The components running alone in which one of ``members`` has a flow on its
         links after now (a group with it must run with them)."""
         now = float(self.env.now)
-        found: dict[int, _Component] = {}
+        found: dict[int, Component] = {}
         for peer in members:
             for key, comp in self._of_peer.get(peer, {}).items():
-                if key not in found and _sends_after(comp, peer, now):
+                if key not in found and sends_after(comp, peer, now):
                     found[key] = comp
         return list(found.values())
 
@@ -287,9 +168,9 @@ class AloneGroups:
         members = plan.members.tolist()
         if any(m in self._events for m in members):
             self._refuse(members)
-        part = _Part(flows, float(env.now), env.event())
+        part = Part(flows, float(env.now), env.event())
         joined = self._sharing(members)
-        comp = self._merge(joined) if joined else _Component()
+        comp = self._merge(joined) if joined else Component()
         comp.add(part, self.present, self.net, self.delay_s)
         self._time(comp, background=len(comp.parts) == 1)
         self._running.pop(id(comp), None)
@@ -320,12 +201,12 @@ class AloneGroups:
         plan.delivered = comp.run.delivered[a:b]
         plan.timed_out = comp.run.timed_out[a:b]
 
-    def _merge(self, comps: list[_Component]) -> _Component:
+    def _merge(self, comps: list[Component]) -> Component:
         """One component of ``comps``' groups, by start (the loop is built by
-        :meth:`_Component.add`, with the group that joins them)."""
+        :meth:`~sim.engine.netclock.alone_parts.Component.add`, with the group that joins them)."""
         if len(comps) == 1:
             return comps[0]
-        merged = _Component()
+        merged = Component()
         parts = sorted((p for c in comps for p in c.parts), key=lambda p: p.t0)
         by_start = sorted(comps, key=lambda c: min(p.t0 for p in c.parts), reverse=True)
         present = by_start[0].present.copy()
@@ -349,7 +230,7 @@ class AloneGroups:
             self._forget(comp)
         return merged
 
-    def _forget(self, comp: _Component) -> None:
+    def _forget(self, comp: Component) -> None:
         """``comp`` runs no more (ended, or joined another): off its peers' lists."""
         for peer in comp.alone.members.tolist():
             comps = self._of_peer[peer]
@@ -373,14 +254,14 @@ class AloneGroups:
         """``peers`` went down (or came back) now. A component whose loop had it from the
         churn schedule goes on as timed; one that did not (no read-ahead) runs again from
         its start with the change."""
-        touched: dict[int, _Component] = {}
+        touched: dict[int, Component] = {}
         for peer in peers.tolist():
             touched.update(self._of_peer.get(peer, {}))
         if not touched:
             return
         now = float(self.env.now)
         mine = set(peers.tolist())
-        timed: list[_Component] = []
+        timed: list[Component] = []
         for key, comp in self._running.items():  # in start order
             if key not in touched:
                 continue
@@ -401,16 +282,16 @@ class AloneGroups:
             if id(comp) in self._running:
                 self._join_if_shared(comp, now)
 
-    def _time(self, comp: _Component, background: bool = False) -> None:
+    def _time(self, comp: Component, background: bool = False) -> None:
         """Run ``comp``'s loop from its start until its last flow has ended, with the
         changes seen so far and those the churn schedule announces from now on, read
         further each time the flows outlast it. With ``background``, a large new group
         whose end cannot come before :meth:`_wake` is timed by a worker thread while
-        the simulation goes on (:attr:`_Component.run` waits for it); the schedule is
-        then read twice as far as the group's least duration at first."""
+        the simulation goes on (``Component.run`` waits for it); the schedule is then
+        read twice as far as the group's least duration at first."""
         now = float(self.env.now)
         churn, members = self.churn, comp.alone.members
-        pool = _pool(self.workers) if background else None
+        pool = threads.pool(self.workers) if background else None
         least = comp.alone.least_duration() if pool is not None else 0.0
         if churn is None:
             comp.expected, comp.horizon = [], math.inf
@@ -428,7 +309,9 @@ class AloneGroups:
         # outputs, and the loop's book-keeping is half its memory)
         wake = self._wake(comp, now, least) if pool is not None else math.inf
         if pool is not None and wake < math.inf:
-            future = pool.submit(_background, comp.alone, state, comp.changes, comp.horizon)
+            future = pool.submit(
+                threads.advance_in_worker, comp.alone, state, comp.changes, comp.horizon
+            )
             comp.pending = partial(self._joined, comp, now, future)
             comp.wake = wake
             return
@@ -436,14 +319,14 @@ class AloneGroups:
         comp._run = self._timed(comp, state, now, run)
 
     def _joined(
-        self, comp: _Component, now: float, future: Future[tuple[AloneRun, LoopState | None]]
+        self, comp: Component, now: float, future: Future[tuple[AloneRun, LoopState | None]]
     ) -> AloneRun:
         """``comp``'s run once the worker timing it is done (and taken to the end here,
         when its flows outlast what the worker had of the churn schedule)."""
         run, state = future.result()
         return run if state is None else self._timed(comp, state, now, run)
 
-    def _timed(self, comp: _Component, state: LoopState, now: float, run: AloneRun) -> AloneRun:
+    def _timed(self, comp: Component, state: LoopState, now: float, run: AloneRun) -> AloneRun:
         """``comp``'s run to the end from ``run``, its loop's run until its horizon: read
         the churn schedule further and go on while its flows outlast what it has read
         (``now``: when the timing started)."""
@@ -456,7 +339,7 @@ class AloneGroups:
             run = comp.alone.advance(state, comp.changes, until=comp.horizon)
         return run
 
-    def _wake(self, comp: _Component, now: float, least: float) -> float:
+    def _wake(self, comp: Component, now: float, least: float) -> float:
         """An instant before the end of ``comp``'s new group (a single one, its start
         now), at which its end is armed; ``inf``: none found, time it at once.
 
@@ -475,17 +358,17 @@ class AloneGroups:
         span = min(least, first - now, comp.horizon - now)
         return now + span / 2 if span > 0 else math.inf
 
-    def _join_if_shared(self, comp: _Component, now: float) -> None:
+    def _join_if_shared(self, comp: Component, now: float) -> None:
         """After ``comp`` ran again: a member of it that joined a group elsewhere once its
         flows in ``comp`` had ended may have flows there again (the return of another
         member lets one through). The components then run as one (their pasts did not
         meet on its links, so the joint run repeats them); with a group on the clock's
         events, the run stops with one line rather than run two groups' flows on its
         links unseen by each other."""
-        others: dict[int, _Component] = {}
+        others: dict[int, Component] = {}
         for peer in comp.alone.members.tolist():
             elsewhere = len(self._of_peer[peer]) > 1 or peer in self._events
-            if not elsewhere or not _sends_after(comp, peer, now):
+            if not elsewhere or not sends_after(comp, peer, now):
                 continue
             if peer in self._events:
                 raise SimulationError(  # one argument: SimPy re-raises it from its args
@@ -510,7 +393,7 @@ class AloneGroups:
         for comp in self._running.values():
             self._count(comp, now)
 
-    def _arm(self, comp: _Component) -> None:
+    def _arm(self, comp: Component) -> None:
         """Each group's end not yet reached: a timeout at the instant its last flow ends
         (an earlier one is void); while a worker times it, one at its wake instant
         that arms them then (:meth:`_wake`)."""
@@ -521,11 +404,11 @@ class AloneGroups:
             return
         self._arm_ends(comp)
 
-    def _woken(self, comp: _Component, version: int, _event: Any) -> None:
+    def _woken(self, comp: Component, version: int, _event: Any) -> None:
         if version == comp.version:
             self._arm_ends(comp)
 
-    def _arm_ends(self, comp: _Component) -> None:
+    def _arm_ends(self, comp: Component) -> None:
         end_at = comp.run.end_at
         for part in comp.parts:
             if part.end.triggered:
@@ -535,16 +418,16 @@ class AloneGroups:
             timer.callbacks.append(partial(self._ended, comp, part, comp.version))
 
     @staticmethod
-    def _ended(comp: _Component, part: _Part, version: int, _event: Any) -> None:
+    def _ended(comp: Component, part: Part, version: int, _event: Any) -> None:
         if version == comp.version and not part.end.triggered:
             part.end.succeed()
 
-    def _count(self, group: _Component, until: float) -> None:
+    def _count(self, group: Component, until: float) -> None:
         """Count the group's sends and ends up to ``until`` not counted yet."""
         run, counters = group.run, self.counters
         order = group.order
         if order is None:  # the run's sends, and its ends in (instant, send order) order
-            order = group.order = _in_time_order(run)
+            order = group.order = in_time_order(run)
         # from where the last count stopped (a flow counted before a new run is skipped)
         hi = int(np.searchsorted(order.send_times, until, side="right"))
         sent = order.by_send[order.sends_done : hi]
@@ -592,34 +475,6 @@ class AloneGroups:
         return np.concatenate(src), np.concatenate(dst), np.concatenate(moved)
 
 
-def _background(
-    alone: AlonePlan, state: LoopState, changes: list[tuple[float, int, bool]], until: float
-) -> tuple[AloneRun, LoopState | None]:
-    """A worker thread's part (:meth:`AloneGroups._time`): the loop run until ``until``,
-    and its state if its flows outlast it (else dropped: half the memory of a run)."""
-    run = alone.advance(state, changes, until=until)
-    return run, (state if run.done_at == math.inf else None)
-
-
-#: The worker threads of this process (:func:`_pool`): (executor, its size, pid).
-_POOL: list[Any] = [None, 0, 0]
-
-
-def _pool(workers: int) -> ThreadPoolExecutor | None:
-    """This process's worker threads for loops timed in the background: ``workers`` of
-    them; None where there are none (0 asked, or the loop runs as Python, holding the
-    GIL). A process forked from one with workers makes its own."""
-    if workers < 1 or not compiled():
-        return None
-    executor, made, pid = _POOL
-    if executor is None or made != workers or pid != os.getpid():
-        if executor is not None and pid == os.getpid():
-            executor.shutdown(wait=True)
-        executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="avsim-loop")
-        _POOL[:] = [executor, workers, os.getpid()]
-    return executor
-
-
 #: Whether :func:`_warn_if_python` has warned in this process.
 _WARNED = [False]
 
@@ -641,28 +496,7 @@ def _warn_if_python() -> None:
     )
 
 
-def _in_time_order(run: AloneRun) -> _Order:
-    """``run``'s flows by send instant (its send order: the loop's clock only moves on;
-    never sent: last), and those that ended by (end instant, send order)."""
-    seq = run.seq
-    sent = seq >= 0
-    by_send = np.empty(seq.size, dtype=np.int64)
-    by_send[seq[sent]] = np.flatnonzero(sent)
-    by_send[np.count_nonzero(sent) :] = np.flatnonzero(~sent)
-    ends = by_send[_ended(run.outcome[by_send])]  # in send order
-    ends = ends[np.argsort(run.end_at[ends], kind="stable")]
-    return _Order(by_send, run.sent_at[by_send], ends, run.end_at[ends])
-
-
 def _in_order(change: tuple[float, int, bool]) -> tuple[float, bool, int]:
     """Changes in the order the churn process makes them: by instant, downs first, by peer."""
     at, peer, up = change
     return at, up, peer
-
-
-def _sends_after(comp: _Component, peer: int, now: float) -> bool:
-    """Whether a flow of ``comp`` uses ``peer``'s links after ``now`` (sent, not refused,
-    ending later)."""
-    run, alone = comp.run, comp.alone
-    mine = (alone.src == peer) | (alone.dst == peer)
-    return bool((mine & _ended(run.outcome) & (run.end_at > now)).any())
