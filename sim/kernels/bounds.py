@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from array_api_compat import array_namespace
 
 from sim.core.optional import optional_module
+from sim.kernels._xp import is_numpy, namespace
 
 #: Smallest array handed to the numba loop.
 JIT_MIN_ELEMENTS = 1 << 15
@@ -27,13 +27,13 @@ def all_within(a: Any, bound: float) -> bool:
     is NaN or infinite when ``bound`` is finite); ``a`` on any array-API backend."""
     if a.size == 0:
         return False
-    if type(a) is np.ndarray:
+    if is_numpy(a):
         if a.size >= JIT_MIN_ELEMENTS and a.dtype in JIT_DTYPES and a.flags.c_contiguous:
             jit = optional_module("sim.kernels._bounds_jit")
             if jit is not None:
                 return bool(jit.all_within(a.reshape(-1), float(bound)))
         top, bottom = float(a.max()), float(a.min())
     else:
-        xp = array_namespace(a)
+        xp = namespace(a)
         top, bottom = float(xp.max(a)), float(xp.min(a))
     return max(abs(top), abs(bottom)) <= bound  # NaN compares False

@@ -316,7 +316,7 @@ class AloneGroups:
             comp.wake = wake
             return
         run = comp.alone.advance(state, comp.changes, until=comp.horizon)
-        comp._run = self._timed(comp, state, now, run)
+        comp.run = self._timed(comp, state, now, run)
 
     def _joined(
         self, comp: Component, now: float, future: Future[tuple[AloneRun, LoopState | None]]

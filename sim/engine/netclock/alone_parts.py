@@ -106,6 +106,12 @@ class Component:
             self._run = finish()
         return self._run
 
+    @run.setter
+    def run(self, run: AloneRun) -> None:
+        """Its run, timed here (no worker thread has it any more)."""
+        self.pending = None
+        self._run = run
+
     @property
     def changes(self) -> list[tuple[float, int, bool]]:
         """Every change the loop takes: those seen, then those announced."""
