@@ -43,7 +43,6 @@ from sim.core.numeric import median
 from sim.core.seeding import component_rng
 from sim.engine.matchmaking import Assembled, Matchmaker, Order, hivemind_order
 from sim.engine.netclock import NetworkClock
-from sim.engine.netclock.alone_groups import AloneGroups
 from sim.engine.peer_loops import NO_MATCHMAKING, PeerLoopEngine
 from sim.engine.steps import ALLREDUCE, COMPUTE, MATCHMAKING
 from sim.model.scenario.models import Scenario
@@ -100,12 +99,7 @@ class AsyncEngine(PeerLoopEngine):
         clock.listeners.append(self)
         if self.tracer is not None:
             self.tracer.on_close(self._close_trace)
-        traced = self.tracer is not None
-        wanted = clock.groups_alone and self.scenario.network.groups_alone
-        if wanted and AloneGroups.fits(self.scenario, clock.net, traced):
-            clock.alone = AloneGroups(
-                self.env, clock.net, clock.present, clock, clock.delay_s, self.churn_ahead
-            )
+        self.time_groups_alone(clock)
         self.up(np.flatnonzero(clock.present))
 
     # -- the peer's loop -------------------------------------------------------------------

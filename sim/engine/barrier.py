@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from protocols.base import BarrierProtocol
+from protocols.base import BarrierProtocol, GroupProtocol
 from sim.engine.base import Progress
 from sim.engine.network import NetworkEngine
 from sim.engine.round_solver import round_sender
@@ -38,9 +38,11 @@ class BarrierEngine(NetworkEngine):
         """Plan a round, send its flows, finish it; measure; again."""
         clock = self.network_clock()
         self.gradients = gradient_slots(self, clock)
-        transmit = round_sender(clock)  # one-shot rounds where they are exact
         protocol = self.protocol
         assert isinstance(protocol, BarrierProtocol)
+        if isinstance(protocol, GroupProtocol):  # each round's groups alone, where exact
+            self.time_groups_alone(clock)
+        transmit = round_sender(clock)  # one-shot rounds where they are exact
         yield self.env.timeout(0)  # let the churn process apply its time-0 step first
         done = self.observe(clock.present, first=True)
         while not done:

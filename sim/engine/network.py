@@ -23,6 +23,7 @@ from sim.core.fields import dist_to_plain
 from sim.core.seeding import component_rng
 from sim.engine.base import Engine, Progress, frozen_heap
 from sim.engine.netclock import NetworkClock, TracedClock, TracedFlowNetwork
+from sim.engine.netclock.alone_groups import AloneGroups
 from sim.engine.observe.wiring import WatchedRejoin, watched_churn
 from sim.engine.trace import ChurnTrace
 from sim.engine.training_net import GradientSlots, training_table
@@ -119,6 +120,18 @@ class NetworkEngine(Engine):
         self.env.process(churn)
         self.clock = clock
         return clock
+
+    def time_groups_alone(self, clock: NetworkClock) -> None:
+        """Give ``clock`` an :class:`~sim.engine.netclock.alone_groups.AloneGroups` where
+        nothing but a group's own flows can use its members' links
+        (:meth:`~sim.engine.netclock.alone_groups.AloneGroups.fits`) and neither the
+        scenario (``network.groups_alone``) nor the clock's class
+        (:attr:`~sim.engine.netclock.NetworkClock.groups_alone`) says otherwise."""
+        wanted = clock.groups_alone and self.scenario.network.groups_alone
+        if wanted and AloneGroups.fits(self.scenario, clock.net, self.tracer is not None):
+            clock.alone = AloneGroups(
+                self.env, clock.net, clock.present, clock, clock.delay_s, self.churn_ahead
+            )
 
     def membership(self, joined: np.ndarray, left: np.ndarray) -> None:
         """Churn callback: peers start or stop existing."""

@@ -108,14 +108,15 @@ class AloneGroups:
         net.elsewhere.append(self._progress)
 
     @staticmethod
-    def fits(scenario: Any, net: FlowNetwork, traced: bool) -> bool:
+    def fits(scenario: Any, net: FlowNetwork | None, traced: bool) -> bool:
         """Whether a group's flows can meet no other flow: no shared links, ``maxmin``
-        sharing, no rejoin downloads (``fetch``), no trace, no one watching sends."""
+        sharing, no rejoin downloads (``fetch``), no trace, no one watching sends (None:
+        no network yet, none watched)."""
         network, churn = scenario.network, scenario.churn
         fetch = churn is not None and getattr(churn, "rejoin", "keep") == "fetch"
         return (
             not network.links and network.sharing == "maxmin" and not fetch and not traced
-            and not net.sends_watched
+            and not (net is not None and net.sends_watched)
         )  # fmt: skip
 
     def takes(self, plan: GroupPlan) -> bool:

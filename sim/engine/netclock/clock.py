@@ -15,6 +15,7 @@ import numpy as np
 import simpy
 
 from protocols.contract import IDLE_ROUND_S, GroupPlan, RoundPlan
+from sim.engine.netclock import alone_rounds
 from sim.engine.netclock.alone_groups import AloneGroups
 from sim.engine.netclock.chains import Chains
 from sim.engine.netclock.round_state import ReplyChunk, RoundState
@@ -67,7 +68,8 @@ class NetworkClock:
     #: so that a completion that releases nothing is recorded without an event of its
     #: own (False: every completion settles its flow's ``done``).
     quiet = True
-    #: Let ``schedule: async`` run its groups alone where nothing else can use their links
+    #: Let ``schedule: async`` and barrier rounds of group protocols run their groups
+    #: alone where nothing else can use their links
     #: (:class:`~sim.engine.netclock.alone_groups.AloneGroups`; False: every group on
     #: this clock's events, the reference the equivalence tests compare with).
     groups_alone = True
@@ -87,8 +89,9 @@ class NetworkClock:
         self.listeners: list[PresenceListener] = []
         #: Rounds and groups in flight whose streams run in chunks (:meth:`settle`).
         self._chunked: dict[int, RoundState] = {}
-        #: Runs the groups of :meth:`run_group` alone, where nothing else can use their
-        #: links (set by the async schedule; None: every group on this clock's events).
+        #: Runs the groups of :meth:`run_group` and of :meth:`transmit` alone, where nothing
+        #: else can use their links (set by the engine; None: every flow on this clock's
+        #: events).
         self.alone: AloneGroups | None = None
 
     def preempt(self, peers: np.ndarray) -> None:
@@ -116,9 +119,17 @@ class NetworkClock:
 
         Builds the flows (``plan.flows()``) and fills ``plan.delivered`` and
         ``plan.timed_out`` on the way; ``lost`` marks the peers preempted meanwhile.
+        Where :attr:`alone` is set (barrier rounds of a group protocol), the round's small
+        components run alone (:func:`~sim.engine.netclock.alone_rounds.transmit`).
         """
         self.lost[:] = False
-        yield from self.run(plan, IDLE_ROUND_S)
+        if self.alone is None:
+            yield from self.run(plan, IDLE_ROUND_S)
+        else:  # its groups alone (barrier rounds of a group protocol)
+            n_peers = self.present.size
+            yield from alone_rounds.transmit(
+                self.env, self.alone, plan, self.run, n_peers, IDLE_ROUND_S
+            )
 
     def run(self, plan: RoundPlan | GroupPlan, idle_s: float = 0.0) -> Any:
         """:meth:`transmit` without touching ``lost`` (the groups of ``schedule: async``

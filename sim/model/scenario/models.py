@@ -140,9 +140,10 @@ class Network(StrictSection):
     groups_alone: bool = Field(
         default=True,
         description=(
-            "schedule async: time each group of up to 8 members in a compiled loop of its "
-            "own where no other flow can use its links (instants equal the network clock's "
-            "to round-off); false: every flow on the network clock's events"
+            "time each group (schedule async; barrier rounds of moshpit and random_groups: "
+            "groups of up to 64 peers) in a compiled loop of its own where no other flow "
+            "can use its links (instants equal the network clock's to round-off); false: "
+            "every flow on the network clock's events"
         ),
     )
 
