@@ -36,6 +36,8 @@ import numpy as np
 
 from sim.core import units
 from sim.core.errors import AvsimError
+from sim.engine.netclock import alone_rounds
+from sim.engine.netclock.alone_groups import AloneGroups
 from sim.engine.recorder import BLOCK_ELEMENTS
 from sim.engine.workload import SlowRunWarning, slow_run_message
 from sim.model.scenario.models import Scenario
@@ -138,7 +140,9 @@ def memory_parts(scenario: Scenario) -> MemoryEstimate:
     parts["peers"] = float(PEER_BYTES * n)
     parts["tables"] = float(fp.table_bytes)
     if scenario.clock == "network":
-        flows = PLANNED_FLOW_BYTES * fp.flows_per_round + FLOW_BYTES * fp.flows_in_flight
+        flows = PLANNED_FLOW_BYTES * fp.flows_per_round
+        if not rounds_alone(scenario):  # (groups alone send no Flow objects)
+            flows += FLOW_BYTES * fp.flows_in_flight
         flows += PLANNED_RING_BYTES * fp.planned_rings
         parts["network"] = NET_PEER_BYTES * n + flows
     if scenario.workload.name != "none":
@@ -146,6 +150,24 @@ def memory_parts(scenario: Scenario) -> MemoryEstimate:
     compiled = COMPILED_BYTES if takes_compiled_path(scenario, n) else 0
     parts["runtime"] = float(RUNTIME_BYTES + compiled)
     return MemoryEstimate(parts)
+
+
+def rounds_alone(scenario: Scenario) -> bool:
+    """Whether the run's barrier rounds time their groups alone
+    (:mod:`sim.engine.netclock.alone_rounds`): a group protocol whose groups are small
+    enough, on the network clock, where nothing else can use a group's links
+    (:meth:`~sim.engine.netclock.alone_groups.AloneGroups.fits`, a trace aside)."""
+    import protocols
+    from protocols.base import GroupProtocol
+
+    network, params = scenario.network, scenario.protocol
+    size = getattr(params, "group_size", None)
+    return (
+        scenario.clock == "network" and scenario.schedule == "barrier"
+        and issubclass(protocols.get(params.name), GroupProtocol) and network.groups_alone
+        and isinstance(size, int) and size <= alone_rounds.MAX_MEMBERS
+        and AloneGroups.fits(scenario, None, traced=False)
+    )  # fmt: skip
 
 
 def training_bytes(scenario: Scenario) -> float:

@@ -96,9 +96,12 @@ def test_a_run_that_fits_is_not_refused():
 def between_default_and_tiny_parts() -> tuple[Any, str, str]:
     """The tiny-parts scenario, its estimate in MiB, and a limit the default fits in and
     it does not (halfway; the run's fixed costs, e.g. the compiled network kernels when
-    numba is installed, are in both)."""
-    sc = scenario(protocol={"name": "moshpit", "group_size": 16, "part_bytes": 8})
-    tiny, default = memory_parts(sc).nbytes, memory_parts(scenario()).nbytes
+    numba is installed, are in both). Every flow on the clock's events: with the groups
+    alone (no ``Flow`` in flight) the tiny parts' planned flows alone divide the
+    estimate by ten, and the parameter is named on the ratio (as part_bytes 1 is, above)."""
+    events = {"groups_alone": False}
+    sc = scenario(protocol={"name": "moshpit", "group_size": 16, "part_bytes": 8}, network=events)
+    tiny, default = memory_parts(sc).nbytes, memory_parts(scenario(network=events)).nbytes
     assert default < tiny / 2
     return sc, f"{tiny / 2**20:.0f} MiB", f"{(tiny + default) / 2 / 2**20:.0f} MiB"
 
