@@ -37,45 +37,24 @@ _ENTRY_ENDS, _COMPLETIONS, _LATENCY_ENDS, _RELEASES, _REFUSALS, _TIMEOUTS, _PREE
 
 
 def rerate(
-    now: float, act: Any, nact: int, phase: Any, res: Any, cap: Any, rem: Any, rate: Any,
-    t_last: Any, finish: Any, left: Any, count: Any, listed: Any, frozen: Any, new: Any,
-    ptr: Any, fill: Any, on: Any,
+    now: float, todo: int, epoch: int, res: Any, cap: Any, rem: Any, rate: Any, t_last: Any,
+    finish: Any, left: Any, count: Any, nbw: Any, head: Any, nxt: Any, stamp: Any,
 ) -> None:  # fmt: skip
-    """Max-min fair rates of the flows in their bandwidth phase (progressive filling:
-    the resource with the smallest fair share, ties to the lowest index, freezes its
-    flows), and, for each flow whose rate changes, its bytes advanced to ``now`` and its
-    finish recomputed (:class:`~sim.network.general.GeneralCore`'s arithmetic).
+    """Max-min fair rates of the ``todo`` flows in their bandwidth phase (progressive
+    filling: the resource with the smallest fair share, ties to the lowest index,
+    freezes its flows), and, for each flow whose rate changes, its bytes advanced to
+    ``now`` and its finish recomputed (:class:`~sim.network.general.GeneralCore`'s
+    arithmetic).
 
-    Each resource lists its flows (CSR ``on[ptr[r]:ptr[r + 1]]``, positions in send
-    order, ``fill`` the cursor), so a step touches only the flows it freezes: O(R² + F)
-    for R resources and F flows, not O(R·F)."""
+    Each resource lists its flows in their bandwidth phase (``nbw`` of them; a linked
+    list from ``head`` through ``nxt``, kept by :func:`enter` and :func:`leave`), so a
+    step touches only the flows it freezes (``stamp`` == ``epoch``): O(R² + F) for R
+    resources and F flows. The order of a resource's list does not matter: the flows a
+    step freezes all take its share, and each flow's own arithmetic is its own."""
     n_res, width = cap.size, res.shape[1]
     for r in range(n_res):
         left[r] = cap[r]
-        count[r] = 0
-    nb = 0
-    for k in range(nact):
-        i = act[k]
-        if phase[i] == BANDWIDTH:
-            listed[nb] = i
-            frozen[nb] = False
-            nb += 1
-            for w in range(width):
-                r = res[i, w]
-                if r >= 0:
-                    count[r] += 1
-    ptr[0] = 0
-    for r in range(n_res):
-        ptr[r + 1] = ptr[r] + count[r]
-        fill[r] = ptr[r]
-    for k in range(nb):
-        i = listed[k]
-        for w in range(width):
-            r = res[i, w]
-            if r >= 0:
-                on[fill[r]] = k
-                fill[r] += 1
-    todo = nb
+        count[r] = nbw[r]
     while todo > 0:
         best, share = -1, math.inf
         for r in range(n_res):
@@ -83,27 +62,55 @@ def rerate(
                 s = max(left[r], 0.0) / count[r]
                 if s < share:
                     best, share = r, s
-        for b in range(ptr[best], ptr[best + 1]):
-            k = on[b]
-            if frozen[k]:
-                continue
-            i = listed[k]
-            frozen[k] = True
-            new[k] = share
-            todo -= 1
-            for w in range(width):
-                r = res[i, w]
-                if r >= 0:
-                    left[r] -= share
-                    count[r] -= 1
-    for k in range(nb):
-        i = listed[k]
-        r_new = new[k]
-        if r_new != rate[i]:
-            rem[i] -= rate[i] * (now - t_last[i])
-            t_last[i] = now
-            rate[i] = r_new
-            finish[i] = now + rem[i] / r_new if r_new > 0.0 else math.inf
+        node = head[best]
+        while node >= 0:
+            i = node // width
+            if stamp[i] != epoch:
+                stamp[i] = epoch
+                todo -= 1
+                for w in range(width):
+                    r = res[i, w]
+                    if r >= 0:
+                        left[r] -= share
+                        count[r] -= 1
+                if share != rate[i]:
+                    rem[i] -= rate[i] * (now - t_last[i])
+                    t_last[i] = now
+                    rate[i] = share
+                    finish[i] = now + rem[i] / share if share > 0.0 else math.inf
+            node = nxt[node]
+
+
+def enter(i: int, res: Any, nbw: Any, head: Any, nxt: Any, prv: Any) -> None:
+    """Flow ``i`` starts its bandwidth phase: on its resources' lists (:func:`rerate`)."""
+    width = res.shape[1]
+    for w in range(width):
+        r = res[i, w]
+        if r >= 0:
+            node = i * width + w
+            first = head[r]
+            nxt[node], prv[node] = first, -1
+            if first >= 0:
+                prv[first] = node
+            head[r] = node
+            nbw[r] += 1
+
+
+def leave(i: int, res: Any, nbw: Any, head: Any, nxt: Any, prv: Any) -> None:
+    """Flow ``i`` ends its bandwidth phase: off its resources' lists."""
+    width = res.shape[1]
+    for w in range(width):
+        r = res[i, w]
+        if r >= 0:
+            node = i * width + w
+            before, after = prv[node], nxt[node]
+            if before >= 0:
+                nxt[before] = after
+            else:
+                head[r] = after
+            if after >= 0:
+                prv[after] = before
+            nbw[r] -= 1
 
 
 def fresh(n: int, t0: float) -> tuple[Any, ...]:
@@ -168,22 +175,29 @@ def solve(
     rem, rate, t_last, finish, due_at, deadline = (
         floats[0], floats[1], floats[2], floats[3], floats[4], floats[5],
     )  # fmt: skip
-    ends, listed = np.empty(n, np.int64), np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
     relq = np.empty(n + rel_flow.size, np.int64)
-    new = np.empty(n)
-    oks, frozen = np.empty(n, np.bool_), np.empty(n, np.bool_)
+    oks = np.empty(n, np.bool_)
     left_r, count_r = np.empty(cap.size), np.empty(cap.size, np.int64)
-    ptr_r, fill_r = np.empty(cap.size + 1, np.int64), np.empty(cap.size, np.int64)
-    on_r = np.empty(n * res.shape[1], np.int64)
+    # each resource's flows in their bandwidth phase (rebuilt from the state at each call)
+    nbw, head = np.zeros(cap.size, np.int64), np.full(cap.size, -1, np.int64)
+    nxt, prv = np.empty(n * res.shape[1], np.int64), np.empty(n * res.shape[1], np.int64)
+    stamp, epoch = np.zeros(n, np.int64), 0
     nact, zh, zt, rc, fc = ix[0], ix[1], ix[2], ix[3], ix[4]
     remaining, messages, refused, sent = ix[5], ix[6], ix[7], ix[8]
     dirty = ix[9] != 0
     now, done_at = fx[0], fx[1]
+    n_bw = 0
+    for k in range(nact):
+        if phase[act[k]] == BANDWIDTH:
+            enter(act[k], res, nbw, head, nxt, prv)
+            n_bw += 1
     rh, rt = 0, 0
     while remaining > 0:
         if dirty:
-            rerate(now, act, nact, phase, res, cap, rem, rate, t_last, finish, left_r, count_r,
-                   listed, frozen, new, ptr_r, fill_r, on_r)  # fmt: skip
+            epoch += 1
+            rerate(now, n_bw, epoch, res, cap, rem, rate, t_last, finish, left_r, count_r, nbw,
+                   head, nxt, stamp)  # fmt: skip
             dirty = False
         # the next instant and the kind of event due then
         kind, t = -1, math.inf
@@ -251,6 +265,8 @@ def solve(
             for m in range(ne):
                 i = ends[m]
                 oks[m] = True
+                leave(i, res, nbw, head, nxt, prv)
+                n_bw -= 1
                 phase[i] = ENDED
                 end_at[i] = now
                 outcome[i] = DELIVERED
@@ -268,6 +284,8 @@ def solve(
                         zt += 1
                     else:
                         phase[i] = BANDWIDTH
+                        enter(i, res, nbw, head, nxt, prv)
+                        n_bw += 1
                         rem[i], rate[i], t_last[i], finish[i] = nbytes[i], 0.0, now, math.inf
                         dirty = True
         elif kind == _RELEASES:
@@ -296,6 +314,8 @@ def solve(
                             continue  # its last byte arrives now: in time
                         moved[i] = nbytes[i] - max(rem[i] - rate[i] * (now - t_last[i]), 0.0)
                         dirty = True
+                        leave(i, res, nbw, head, nxt, prv)
+                        n_bw -= 1
                     phase[i] = ENDED
                     end_at[i] = now
                     outcome[i] = TIMED_OUT
@@ -313,6 +333,8 @@ def solve(
                     if ph == BANDWIDTH:
                         moved[i] = nbytes[i] - max(rem[i] - rate[i] * (now - t_last[i]), 0.0)
                         dirty = True
+                        leave(i, res, nbw, head, nxt, prv)
+                        n_bw -= 1
                     phase[i] = ENDED
                     end_at[i] = now
                     outcome[i] = FAILED
@@ -400,10 +422,14 @@ def solve(
                 # gets its predecessor's rate
                 vacated[p] = False
                 phase[j] = BANDWIDTH
+                enter(j, res, nbw, head, nxt, prv)
+                n_bw += 1
                 rem[j], rate[j], t_last[j] = nbytes[j], rate[p], now
                 finish[j] = now + nbytes[j] / rate[p]
             else:
                 phase[j] = BANDWIDTH
+                enter(j, res, nbw, head, nxt, prv)
+                n_bw += 1
                 rem[j], rate[j], t_last[j], finish[j] = nbytes[j], 0.0, now, math.inf
                 dirty = True
         if kind == _COMPLETIONS:
