@@ -1,6 +1,6 @@
-"""A group's routes for the loop (:func:`sim.engine.netclock.alone._routes`): looked up in
-arrays for large groups, one connection at a time for small ones, the same arrays
-(latencies, resources numbered in order of first use, capacities)."""
+"""A group's routes for the loop (:func:`sim.engine.netclock.alone_routes.group_routes`):
+looked up in arrays for large groups, one connection at a time for small ones, the same
+arrays (latencies, resources numbered in order of first use, capacities)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.engine.netclock import alone
+from sim.engine.netclock import alone_routes
 from sim.network import FlowNetwork
 
 
@@ -39,7 +39,7 @@ def _routes(net: FlowNetwork, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndar
     members = np.flatnonzero(mask)
     local = np.full(net.n, -1, dtype=np.int64)
     local[members] = np.arange(members.size)
-    return alone._routes(net, src, dst, local, members)
+    return alone_routes.group_routes(net, src, dst, local, members)
 
 
 @settings(max_examples=300, deadline=None)
@@ -47,9 +47,9 @@ def _routes(net: FlowNetwork, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndar
 def test_routes_in_arrays_are_the_routes_one_by_one(group: tuple) -> None:
     net, src, dst = group
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(alone, "VECTOR_ROUTES", 10**9)
+        patch.setattr(alone_routes, "VECTOR_ROUTES", 10**9)
         one_by_one = _routes(net, src, dst)
-        patch.setattr(alone, "VECTOR_ROUTES", 0)
+        patch.setattr(alone_routes, "VECTOR_ROUTES", 0)
         in_arrays = _routes(net, src, dst)
     for a, b in zip(one_by_one, in_arrays, strict=True):
         assert a.dtype == b.dtype
