@@ -18,6 +18,7 @@ import pytest
 
 import sim
 from sim.engine.netclock import NetworkClock, alone_groups, alone_rounds
+from tests.compare import assert_runs_agree
 
 RTOL = 1e-9
 
@@ -75,27 +76,7 @@ def _run(
 
 
 def _same_run(got: Any, ref: Any) -> None:
-    for key, value in ref.summary.items():
-        if key == "wall_time_s":
-            continue
-        if isinstance(value, float) and not isinstance(got.summary[key], bool):
-            assert got.summary[key] == pytest.approx(value, rel=RTOL, abs=0.0), key
-        else:
-            assert got.summary[key] == value, key
-    np.testing.assert_array_equal(got.state.x, ref.state.x)
-    assert list(got.metrics.columns) == list(ref.metrics.columns)
-    for column in ref.metrics.columns:
-        if ref.metrics[column].dtype.kind == "f":
-            np.testing.assert_allclose(got.metrics[column], ref.metrics[column], rtol=RTOL)
-        else:
-            assert got.metrics[column].tolist() == ref.metrics[column].tolist(), column
-    for name, table in ref.extra_tables.items():
-        mine = got.extra_tables[name]
-        for column in table.columns:
-            if table[column].dtype.kind == "f":
-                np.testing.assert_allclose(mine[column], table[column], rtol=RTOL, err_msg=name)
-            else:
-                assert mine[column].tolist() == table[column].tolist(), (name, column)
+    assert_runs_agree(got, ref, RTOL)
 
 
 @pytest.mark.parametrize("protocol", [MOSHPIT, RANDOM_GROUPS], ids=["moshpit", "random_groups"])

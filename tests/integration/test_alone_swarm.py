@@ -20,6 +20,7 @@ import pytest
 
 import sim
 from sim.engine.netclock import NetworkClock, alone_groups
+from tests.compare import assert_runs_agree
 
 RTOL = 1e-9
 
@@ -107,24 +108,7 @@ def test_a_swarm_whose_groups_run_alone_runs_as_on_the_clock(
     else:
         assert seen["timed again"] == seen["down"] + seen["up"], seen
     assert got.summary["flows_timed_out"] > 0
-    for key, value in ref.summary.items():
-        if key == "wall_time_s":
-            continue
-        if isinstance(value, float) and not isinstance(got.summary[key], bool):
-            assert got.summary[key] == pytest.approx(value, rel=RTOL, abs=0.0), key
-        else:
-            assert got.summary[key] == value, key
-    np.testing.assert_array_equal(got.state.x, ref.state.x)
-    tables = ("metrics", "traffic", "groups", "steps")
-    for name in tables:
-        mine = got.metrics if name == "metrics" else got.extra_tables[name]
-        theirs = ref.metrics if name == "metrics" else ref.extra_tables[name]
-        assert list(mine.columns) == list(theirs.columns)
-        for column in theirs.columns:
-            if theirs[column].dtype.kind == "f":
-                np.testing.assert_allclose(mine[column], theirs[column], rtol=RTOL, atol=0.0)
-            else:
-                assert mine[column].tolist() == theirs[column].tolist(), (name, column)
+    assert_runs_agree(got, ref, RTOL, ("metrics", "traffic", "groups", "steps"))
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -38,11 +38,12 @@ from collections.abc import Generator
 from concurrent.futures import Future
 from functools import partial
 from typing import Any
+from typing import Protocol as Interface
 
 import numpy as np
 import simpy
 
-from protocols.contract import GroupPlan
+from protocols.contract import Flows
 from sim.core.cpus import loop_threads
 from sim.core.errors import SimulationError
 from sim.engine.netclock import loop_pool as threads
@@ -52,6 +53,18 @@ from sim.engine.workload import SlowRunWarning
 from sim.model.churn.lookahead import ChurnLookahead
 from sim.network import FlowNetwork
 from sim.network.flows import timeout_at
+
+
+class GroupFlows(Interface):
+    """What :meth:`AloneGroups.run` reads of a group and fills in: an async group's
+    :class:`~protocols.contract.GroupPlan`, or one group of a barrier round
+    (:class:`~sim.engine.netclock.alone_rounds.RoundGroup`)."""
+
+    members: np.ndarray  # (g,) peers
+    delivered: np.ndarray | None
+    timed_out: np.ndarray | None
+
+    def flows(self) -> Flows: ...
 
 
 class AloneGroups:
@@ -119,7 +132,7 @@ class AloneGroups:
             and not (net is not None and net.sends_watched)
         )  # fmt: skip
 
-    def takes(self, plan: GroupPlan) -> bool:
+    def takes(self, plan: GroupFlows) -> bool:
         """Whether the group runs alone: a member has flows left in a component running
         alone (it joins it), or else it has at most :attr:`MAX_MEMBERS` members, none of
         them in a group still running on the clock's events (lost to it and back),
@@ -142,7 +155,7 @@ class AloneGroups:
                     found[key] = comp
         return list(found.values())
 
-    def on_events(self, plan: GroupPlan, body: Generator[Any, Any, None]) -> Generator:
+    def on_events(self, plan: GroupFlows, body: Generator[Any, Any, None]) -> Generator:
         """A SimPy process body: ``body``, the clock's run of a group it keeps on its
         events, with its members noted meanwhile (:meth:`takes`)."""
         members = plan.members.tolist()
@@ -157,7 +170,7 @@ class AloneGroups:
             else:
                 del events[m]
 
-    def run(self, plan: GroupPlan) -> Generator[simpy.Event, Any, None]:
+    def run(self, plan: GroupFlows) -> Generator[simpy.Event, Any, None]:
         """A SimPy process body: run the group's flows alone, return when all have
         ended, with ``plan.delivered`` and ``plan.timed_out`` filled."""
         flows = plan.flows()

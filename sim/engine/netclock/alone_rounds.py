@@ -62,20 +62,20 @@ def transmit(
     if not small:
         yield from on_events(plan, idle_s)
         return
-    n = flows.src.size
-    groups = [(index, RoundGroup(peers, subset(flows, index))) for index, peers in small]
-    bodies = [alone.run(group) for _, group in groups]  # type: ignore[arg-type]
-    rest = None
-    if len(small) < len(parts):
-        taken = np.zeros(n, dtype=bool)
-        for index, _ in small:
-            taken[index] = True
-        left = np.flatnonzero(~taken)
-        rest = (left, RoundPlan(plan.finish, lambda: subset(flows, left)))
-        bodies.append(on_events(rest[1], 0.0))
+    sent: list[tuple[np.ndarray, Any]] = []  # each part's flows, and what sends them
+    bodies = []
+    for index, peers in small:
+        group = RoundGroup(peers, subset(flows, index))
+        sent.append((index, group))
+        bodies.append(alone.run(group))
+    if len(small) < len(parts):  # the large components, on the clock's events together
+        left = np.sort(np.concatenate([i for i, peers in parts if peers.size > MAX_MEMBERS]))
+        events = RoundPlan(plan.finish, lambda: subset(flows, left))
+        sent.append((left, events))
+        bodies.append(on_events(events, 0.0))
     yield env.all_of([env.process(body) for body in bodies])
+    n = flows.src.size
     delivered, timed_out = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-    sent: list[tuple[np.ndarray, Any]] = [*groups, *([rest] if rest is not None else [])]
     for index, part in sent:
         assert part.delivered is not None
         assert part.timed_out is not None

@@ -29,12 +29,10 @@ def labels(flows: Flows, n_peers: int) -> np.ndarray:
     n_gates = 0
     for gates in (flows.opens, flows.waits):
         if gates is not None:
-            n_gates = max(n_gates, int(gates.max(initial=-1)) + 1)
-    for gates in (flows.opens, flows.waits):
-        if gates is not None:
             used = gates >= 0
             rows.append(src[used])
             cols.append(n_peers + np.asarray(gates[used], dtype=np.int64))
+            n_gates = max(n_gates, int(gates.max(initial=-1)) + 1)
     for other in (flows.after, flows.previous):
         if other is not None:
             used = other >= 0
@@ -46,11 +44,9 @@ def labels(flows: Flows, n_peers: int) -> np.ndarray:
     _, node = connected_components(graph, directed=False)
     raw = node[src]
     # renumber by first flow, so that the order does not depend on scipy's numbering
-    _, first = np.unique(raw, return_index=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    lookup = np.full(int(raw.max()) + 1, -1, dtype=np.int64)
-    lookup[np.unique(raw)] = rank
+    found, first = np.unique(raw, return_index=True)
+    lookup = np.full(int(found[-1]) + 1, -1, dtype=np.int64)
+    lookup[found[np.argsort(first, kind="stable")]] = np.arange(found.size)
     return lookup[raw]
 
 
