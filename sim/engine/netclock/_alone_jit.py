@@ -2,9 +2,8 @@
 same floats); needs the extra ``fast``.
 
 ``fastmath`` stays off, so every operation is the IEEE one Python does, in the order
-written there; :func:`solve` calls :func:`~sim.engine.netclock._alone_loop.rerate`,
-:func:`~sim.engine.netclock._alone_loop.enter` and
-:func:`~sim.engine.netclock._alone_loop.leave`, which numba compiles with it
+written there; :func:`solve` calls the helpers of
+:mod:`sim.engine.netclock._alone_fill` (its rates), which numba compiles with it
 (``register_jitable``: they stay Python functions too).
 """
 
@@ -13,10 +12,13 @@ from __future__ import annotations
 import numba
 from numba.extending import register_jitable
 
-from sim.engine.netclock import _alone_loop
+from sim.engine.netclock import _alone_fill, _alone_loop
 
-for helper in (_alone_loop.rerate, _alone_loop.enter, _alone_loop.leave):
-    register_jitable(helper)
+for helper in (
+    _alone_fill.fill_state, _alone_fill.rerate, _alone_fill.mark, _alone_fill.enter,
+    _alone_fill.leave,
+):  # fmt: skip
+    register_jitable(inline="always")(helper)
 
 #: :func:`sim.engine.netclock._alone_loop.solve`, compiled (on first use, cached on disk)
 solve = numba.njit(cache=True, nogil=True)(_alone_loop.solve)

@@ -23,6 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from sim.engine.netclock._alone_fill import enter, fill_state, leave, rerate
+
+#: The first 16 hex digits of the SHA-256 of :mod:`sim.engine.netclock._alone_fill`'s source.
+#: numba's disk cache of the compiled loop (:mod:`sim.engine.netclock._alone_jit`) is keyed
+#: on this file alone, though the loop compiles that module's helpers in: a change there
+#: must change this file too (``tests/unit/test_alone_cache_key.py`` fails until it does).
+FILL_SOURCE_SHA256 = "903ea95700c386a7"
+
 #: A flow whose remaining bytes fall to this fraction of its size counts as complete
 #: (:data:`sim.network.maxmin.REL_EPS`; ``tests/property/test_alone_loop.py`` checks they agree).
 REL_EPS = 1e-12
@@ -34,83 +42,6 @@ PENDING, DELIVERED, FAILED, TIMED_OUT, REFUSED, BROKEN = 0, 1, 2, 3, 4, 5
 
 # kinds of event, in their order within an instant
 _ENTRY_ENDS, _COMPLETIONS, _LATENCY_ENDS, _RELEASES, _REFUSALS, _TIMEOUTS, _PREEMPTIONS = range(7)
-
-
-def rerate(
-    now: float, todo: int, epoch: int, res: Any, cap: Any, rem: Any, rate: Any, t_last: Any,
-    finish: Any, left: Any, count: Any, nbw: Any, head: Any, nxt: Any, stamp: Any,
-) -> None:  # fmt: skip
-    """Max-min fair rates of the ``todo`` flows in their bandwidth phase (progressive
-    filling: the resource with the smallest fair share, ties to the lowest index,
-    freezes its flows), and, for each flow whose rate changes, its bytes advanced to
-    ``now`` and its finish recomputed (:class:`~sim.network.general.GeneralCore`'s
-    arithmetic).
-
-    Each resource lists its flows in their bandwidth phase (``nbw`` of them; a linked
-    list from ``head`` through ``nxt``, kept by :func:`enter` and :func:`leave`), so a
-    step touches only the flows it freezes (``stamp`` == ``epoch``): O(R² + F) for R
-    resources and F flows. The order of a resource's list does not matter: the flows a
-    step freezes all take its share, and each flow's own arithmetic is its own."""
-    n_res, width = cap.size, res.shape[1]
-    for r in range(n_res):
-        left[r] = cap[r]
-        count[r] = nbw[r]
-    while todo > 0:
-        best, share = -1, math.inf
-        for r in range(n_res):
-            if count[r] > 0:
-                s = max(left[r], 0.0) / count[r]
-                if s < share:
-                    best, share = r, s
-        node = head[best]
-        while node >= 0:
-            i = node // width
-            if stamp[i] != epoch:
-                stamp[i] = epoch
-                todo -= 1
-                for w in range(width):
-                    r = res[i, w]
-                    if r >= 0:
-                        left[r] -= share
-                        count[r] -= 1
-                if share != rate[i]:
-                    rem[i] -= rate[i] * (now - t_last[i])
-                    t_last[i] = now
-                    rate[i] = share
-                    finish[i] = now + rem[i] / share if share > 0.0 else math.inf
-            node = nxt[node]
-
-
-def enter(i: int, res: Any, nbw: Any, head: Any, nxt: Any, prv: Any) -> None:
-    """Flow ``i`` starts its bandwidth phase: on its resources' lists (:func:`rerate`)."""
-    width = res.shape[1]
-    for w in range(width):
-        r = res[i, w]
-        if r >= 0:
-            node = i * width + w
-            first = head[r]
-            nxt[node], prv[node] = first, -1
-            if first >= 0:
-                prv[first] = node
-            head[r] = node
-            nbw[r] += 1
-
-
-def leave(i: int, res: Any, nbw: Any, head: Any, nxt: Any, prv: Any) -> None:
-    """Flow ``i`` ends its bandwidth phase: off its resources' lists."""
-    width = res.shape[1]
-    for w in range(width):
-        r = res[i, w]
-        if r >= 0:
-            node = i * width + w
-            before, after = prv[node], nxt[node]
-            if before >= 0:
-                nxt[before] = after
-            else:
-                head[r] = after
-            if after >= 0:
-                prv[after] = before
-            nbw[r] -= 1
 
 
 def fresh(n: int, t0: float) -> tuple[Any, ...]:
@@ -175,7 +106,7 @@ def solve(
     rem, rate, t_last, finish, due_at, deadline = (
         floats[0], floats[1], floats[2], floats[3], floats[4], floats[5],
     )  # fmt: skip
-    ends = np.empty(n, np.int64)
+    ends, cand = np.empty(n, np.int64), np.empty(n, np.int64)
     relq = np.empty(n + rel_flow.size, np.int64)
     oks = np.empty(n, np.bool_)
     left_r, count_r = np.empty(cap.size), np.empty(cap.size, np.int64)
@@ -183,6 +114,9 @@ def solve(
     nbw, head = np.zeros(cap.size, np.int64), np.full(cap.size, -1, np.int64)
     nxt, prv = np.empty(n * res.shape[1], np.int64), np.empty(n * res.shape[1], np.int64)
     stamp, epoch = np.zeros(n, np.int64), 0
+    fstep, fill, marks, marked, best_at, share_at, nfz, snap_left, snap_count, bucket, s_marked = (
+        fill_state(n, cap.size)
+    )
     nact, zh, zt, rc, fc = ix[0], ix[1], ix[2], ix[3], ix[4]
     remaining, messages, refused, sent = ix[5], ix[6], ix[7], ix[8]
     dirty = ix[9] != 0
@@ -190,32 +124,49 @@ def solve(
     n_bw = 0
     for k in range(nact):
         if phase[act[k]] == BANDWIDTH:
-            enter(act[k], res, nbw, head, nxt, prv)
+            enter(act[k], res, nbw, head, nxt, prv, fstep, marks, marked, fill)
             n_bw += 1
     rh, rt = 0, 0
     while remaining > 0:
         if dirty:
             epoch += 1
             rerate(now, n_bw, epoch, res, cap, rem, rate, t_last, finish, left_r, count_r, nbw,
-                   head, nxt, stamp)  # fmt: skip
+                   head, nxt, stamp, fstep, fill, marks, marked, best_at, share_at, nfz,
+                   snap_left, snap_count, bucket, s_marked)  # fmt: skip
             dirty = False
         # the next instant and the kind of event due then
-        kind, t = -1, math.inf
+        kind, t, n_cand = -1, math.inf, 0
         if zh < zt:
             kind, t = _ENTRY_ENDS, now
         else:
             t_bw = t_lat = t_ref = t_to = math.inf
+            # the flows still in flight, in send order (``kept`` of them), and those that
+            # may complete at t_bw (all that do, in send order): the test below with
+            # t_bw so far, no less than the last
+            kept = 0
             for k in range(nact):
                 i = act[k]
                 ph = phase[i]
+                if ph == ENDED:
+                    continue
+                act[kept] = i
+                kept += 1
                 if ph == BANDWIDTH:
-                    t_bw = min(t_bw, finish[i])
+                    f = finish[i]
+                    if f <= t_bw:
+                        t_bw = f
+                        cand[n_cand] = i
+                        n_cand += 1
+                    elif (f - t_bw) * rate[i] <= REL_EPS * nbytes[i]:
+                        cand[n_cand] = i
+                        n_cand += 1
                     t_to = min(t_to, deadline[i])
                 elif ph == LATENCY:
                     t_lat = min(t_lat, due_at[i])
                     t_to = min(t_to, deadline[i])
                 elif ph == REFUSING:
                     t_ref = min(t_ref, due_at[i])
+            nact = kept
             t_rel = rel_at[rc] if rc < rel_at.size else math.inf
             t_fail = fail_at[fc] if fc < fail_at.size else math.inf
             if t_bw < t:
@@ -251,8 +202,8 @@ def solve(
                 zh += 1
             zh = zt = 0
         elif kind == _COMPLETIONS:
-            for k in range(nact):
-                i = act[k]
+            for c in range(n_cand):
+                i = cand[c]
                 if phase[i] == BANDWIDTH and (
                     finish[i] <= now or (finish[i] - now) * rate[i] <= REL_EPS * nbytes[i]
                 ):
@@ -265,7 +216,7 @@ def solve(
             for m in range(ne):
                 i = ends[m]
                 oks[m] = True
-                leave(i, res, nbw, head, nxt, prv)
+                leave(i, res, nbw, head, nxt, prv, marks, marked, fill)
                 n_bw -= 1
                 phase[i] = ENDED
                 end_at[i] = now
@@ -284,7 +235,7 @@ def solve(
                         zt += 1
                     else:
                         phase[i] = BANDWIDTH
-                        enter(i, res, nbw, head, nxt, prv)
+                        enter(i, res, nbw, head, nxt, prv, fstep, marks, marked, fill)
                         n_bw += 1
                         rem[i], rate[i], t_last[i], finish[i] = nbytes[i], 0.0, now, math.inf
                         dirty = True
@@ -314,7 +265,7 @@ def solve(
                             continue  # its last byte arrives now: in time
                         moved[i] = nbytes[i] - max(rem[i] - rate[i] * (now - t_last[i]), 0.0)
                         dirty = True
-                        leave(i, res, nbw, head, nxt, prv)
+                        leave(i, res, nbw, head, nxt, prv, marks, marked, fill)
                         n_bw -= 1
                     phase[i] = ENDED
                     end_at[i] = now
@@ -333,7 +284,7 @@ def solve(
                     if ph == BANDWIDTH:
                         moved[i] = nbytes[i] - max(rem[i] - rate[i] * (now - t_last[i]), 0.0)
                         dirty = True
-                        leave(i, res, nbw, head, nxt, prv)
+                        leave(i, res, nbw, head, nxt, prv, marks, marked, fill)
                         n_bw -= 1
                     phase[i] = ENDED
                     end_at[i] = now
@@ -422,13 +373,13 @@ def solve(
                 # gets its predecessor's rate
                 vacated[p] = False
                 phase[j] = BANDWIDTH
-                enter(j, res, nbw, head, nxt, prv)
+                enter(j, res, nbw, head, nxt, prv, fstep, marks, marked, fill)
                 n_bw += 1
                 rem[j], rate[j], t_last[j] = nbytes[j], rate[p], now
                 finish[j] = now + nbytes[j] / rate[p]
             else:
                 phase[j] = BANDWIDTH
-                enter(j, res, nbw, head, nxt, prv)
+                enter(j, res, nbw, head, nxt, prv, fstep, marks, marked, fill)
                 n_bw += 1
                 rem[j], rate[j], t_last[j], finish[j] = nbytes[j], 0.0, now, math.inf
                 dirty = True
@@ -437,14 +388,6 @@ def solve(
                 if vacated[ends[m]]:  # a place left empty: the others' shares change
                     vacated[ends[m]] = False
                     dirty = True
-        # the flows still in flight, in send order
-        kept = 0
-        for k in range(nact):
-            i = act[k]
-            if phase[i] != ENDED:
-                act[kept] = i
-                kept += 1
-        nact = kept
     ix[0], ix[1], ix[2], ix[3], ix[4] = nact, zh, zt, rc, fc
     ix[5], ix[6], ix[7], ix[8], ix[9] = remaining, messages, refused, sent, dirty
     fx[0], fx[1] = now, done_at
