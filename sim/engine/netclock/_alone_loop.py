@@ -121,6 +121,11 @@ def solve(
     remaining, messages, refused, sent = ix[5], ix[6], ix[7], ix[8]
     dirty = ix[9] != 0
     now, done_at = fx[0], fx[1]
+    timed = False  # whether any flow has a timeout (else no deadline to look at)
+    for j in range(n):
+        if timeout[j] < math.inf:
+            timed = True
+            break
     n_bw = 0
     for k in range(nact):
         if phase[act[k]] == BANDWIDTH:
@@ -160,10 +165,12 @@ def solve(
                     elif (f - t_bw) * rate[i] <= REL_EPS * nbytes[i]:
                         cand[n_cand] = i
                         n_cand += 1
-                    t_to = min(t_to, deadline[i])
+                    if timed:
+                        t_to = min(t_to, deadline[i])
                 elif ph == LATENCY:
                     t_lat = min(t_lat, due_at[i])
-                    t_to = min(t_to, deadline[i])
+                    if timed:
+                        t_to = min(t_to, deadline[i])
                 elif ph == REFUSING:
                     t_ref = min(t_ref, due_at[i])
             nact = kept
