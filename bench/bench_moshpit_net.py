@@ -12,9 +12,11 @@ Seconds per round are the intervals between the engine's progress calls (one aft
 each round's sample), median over rounds 2 … ``1 + ROUNDS``: no set-up (drawing 2^26
 coordinates) and no first-round warm-up (numba's compilation) to subtract. They are CPU
 seconds of this process, which a shared machine disturbs less than wall time (wall
-seconds, performance.md's measure, are reported too). The same scenario on the rounds clock
-gives M2's reference, on the same state. All three runs are in this process, one after
-the other:
+seconds, performance.md's measure, are reported too). Each network-clock figure pools the
+rounds of ``PAIRS`` runs of each bandwidth, alternated (stop 43: one run of each read
+M1 from 0.99 to 1.23 in three runs of the same code, as the machine's load moved
+between the two runs). The same scenario on the rounds clock gives M2's reference, on the same
+state. All runs are in this process, one after the other:
 
 - M1 = wall per round with lognormal ÷ with equal bandwidths (target ≤ 1.3);
 - M2 = wall per network-clock round ÷ rounds-clock round, equal bandwidths (target ≤ 5).
@@ -34,6 +36,7 @@ import simpy
 import sim
 
 ROUNDS = 5  # timed rounds after the first (a full 32×32 grid is exact after 2)
+PAIRS = 3  # runs of each bandwidth for M1, alternated
 EQUAL = "100 Mbit/s"
 LOGNORMAL = {"dist": "lognormal", "median": "100 Mbit/s", "sigma": 1.0}
 
@@ -56,9 +59,8 @@ def scenario(clock: str, upload: Any, rounds: int) -> Any:
     )
 
 
-def round_s(clock: str, upload: Any) -> tuple[float, float]:
-    """(CPU seconds, wall seconds) of a round: the medians over rounds 2 … 1 + ROUNDS
-    (a median, so that a burst of another process's work in one round does not count)."""
+def round_times(clock: str, upload: Any) -> np.ndarray:
+    """(CPU seconds, wall seconds) of each of rounds 2 … 1 + ROUNDS of one run, (ROUNDS, 2)."""
     marks: list[tuple[float, float]] = []
 
     def mark(_: float) -> None:
@@ -67,8 +69,27 @@ def round_s(clock: str, upload: Any) -> tuple[float, float]:
     result = sim.run(scenario(clock, upload, 1 + ROUNDS), progress=mark)
     assert result.summary["rounds"] == 1 + ROUNDS
     assert len(marks) == 1 + ROUNDS
-    cpu, wall = np.diff(np.array(marks), axis=0).T
-    return float(np.median(cpu)), float(np.median(wall))
+    return np.diff(np.array(marks), axis=0)
+
+
+def round_s(clock: str, upload: Any) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of a round: the medians over rounds 2 … 1 + ROUNDS
+    (a median, so that a burst of another process's work in one round does not count)."""
+    cpu, wall = np.median(round_times(clock, upload), axis=0)
+    return float(cpu), float(wall)
+
+
+def m1_rounds() -> tuple[tuple[float, float], tuple[float, float]]:
+    """(CPU, wall) seconds of an equal and of a lognormal network round: medians over the
+    rounds of ``PAIRS`` runs of each, alternated (equal first, then lognormal first, …),
+    so that a change in the machine's load between two runs weighs on both sides."""
+    times: dict[str, list[np.ndarray]] = {"equal": [], "lognormal": []}
+    for pair in range(PAIRS):
+        order = [("equal", EQUAL), ("lognormal", LOGNORMAL)]
+        for key, upload in order if pair % 2 == 0 else order[::-1]:
+            times[key].append(round_times("network", upload))
+    equal, lognormal = (np.median(np.concatenate(times[key]), axis=0) for key in times)
+    return (float(equal[0]), float(equal[1])), (float(lognormal[0]), float(lognormal[1]))
 
 
 def events_per_round(upload: Any) -> tuple[float, float]:
@@ -95,8 +116,7 @@ def events_per_round(upload: Any) -> tuple[float, float]:
 def run() -> list[tuple[str, float, str, str]]:
     reference = "N=1024 32x32 dim 2^16 f32"
     rounds_s, rounds_wall = round_s("rounds", EQUAL)
-    equal_s, equal_wall = round_s("network", EQUAL)
-    lognormal_s, lognormal_wall = round_s("network", LOGNORMAL)
+    (equal_s, equal_wall), (lognormal_s, lognormal_wall) = m1_rounds()
     figures = [
         ("moshpit rounds-clock round CPU s", rounds_s, "s/round", f"{reference}, equal"),
         ("moshpit net round CPU s (equal bandwidths)", equal_s, "s/round", reference),
