@@ -141,7 +141,7 @@ class Network(StrictSection):
         default=True,
         description=(
             "time each group (schedule async; barrier rounds of moshpit and random_groups: "
-            "groups of up to 64 peers) in a compiled loop of its own where no other flow "
+            "groups of up to 128 peers) in a compiled loop of its own where no other flow "
             "can use its links (instants equal the network clock's to round-off); false: "
             "every flow on the network clock's events"
         ),
