@@ -19,8 +19,8 @@ from sim.engine.netclock import _alone_fill, _alone_loop
 
 for helper in (_alone_fill.fill_state, _alone_fill.rerate):
     register_jitable(helper)
-for helper in (_alone_fill.mark, _alone_fill.enter, _alone_fill.leave):  # small, called often
-    register_jitable(inline="always")(helper)
+for small in (_alone_fill.mark, _alone_fill.enter, _alone_fill.leave):  # called often
+    register_jitable(inline="always")(small)
 
 #: :func:`sim.engine.netclock._alone_loop.solve`, compiled (on first use, cached on disk)
 solve = numba.njit(cache=True, nogil=True)(_alone_loop.solve)
