@@ -91,13 +91,17 @@ def rerate(
         # the last fill's steps, while they are this fill's: the marked resources' fair
         # shares (``s_marked``, as the fill computes them) and the least of them
         # (``low``, at ``low_r``), recomputed where a step froze some of their flows
-        low, low_r = math.inf, n_res
         for m in range(n_marked):
             a = marked[m]
             s_marked[m] = max(left[a], 0.0) / count[a] if count[a] > 0 else math.inf
-            if s_marked[m] < low or (s_marked[m] == low and a < low_r):
-                low, low_r = s_marked[m], a
+        moved = True
+        low, low_r = math.inf, n_res
         while k < n_old:
+            if moved:
+                low, low_r = math.inf, n_res
+                for m in range(n_marked):
+                    if s_marked[m] < low or (s_marked[m] == low and marked[m] < low_r):
+                        low, low_r = s_marked[m], marked[m]
             b, share = best_at[k], share_at[k]
             if marks[b] or low < share or (low == share and low_r < b):
                 break
@@ -113,11 +117,6 @@ def rerate(
                     count[a] -= c
                     s_marked[m] = max(left[a], 0.0) / count[a] if count[a] > 0 else math.inf
                     moved = True
-            if moved:
-                low, low_r = math.inf, n_res
-                for m in range(n_marked):
-                    if s_marked[m] < low or (s_marked[m] == low and marked[m] < low_r):
-                        low, low_r = s_marked[m], marked[m]
             todo -= nfz[k]
             k += 1
         for r in range(n_res):

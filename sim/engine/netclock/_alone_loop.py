@@ -29,7 +29,7 @@ from sim.engine.netclock._alone_fill import enter, fill_state, leave, rerate
 #: numba's disk cache of the compiled loop (:mod:`sim.engine.netclock._alone_jit`) is keyed
 #: on this file alone, though the loop compiles that module's helpers in: a change there
 #: must change this file too (``tests/unit/test_alone_cache_key.py`` fails until it does).
-FILL_SOURCE_SHA256 = "903ea95700c386a7"
+FILL_SOURCE_SHA256 = "43358d045e37d565"
 
 #: A flow whose remaining bytes fall to this fraction of its size counts as complete
 #: (:data:`sim.network.maxmin.REL_EPS`; ``tests/property/test_alone_loop.py`` checks they agree).
